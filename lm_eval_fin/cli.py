@@ -1,0 +1,115 @@
+"""The ``lm-eval-fin`` console script.
+
+``run`` hands every argument to lm-eval's own CLI with our task folder added, so nothing of
+the harness's argument parsing is re-implemented here. The other subcommands reach the core
+without the harness (judge re-scoring, dataset building, reranking); each lives in its own
+module and only registers its arguments here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+
+from lm_eval_fin import paths
+from lm_eval_fin.judge.options import add_judge_arguments
+
+# subcommand -> module exposing add_arguments(parser) and main(args) -> int
+_SUBCOMMANDS = {
+    "score": ("lm_eval_fin.scoring", "re-score lm-eval samples with the judge metrics of their task"),
+    "build": ("lm_eval_fin.builders.cli", "build a benchmark dataset (earnings-call)"),
+    "rerank": ("lm_eval_fin.rerank.cli", "FinCARDS reranking on FinAgentBench chunk files"),
+}
+
+DEMO_TASKS = "fin_agentbench"
+
+
+def harness_argv(args: list[str]) -> list[str]:
+    """The argv for lm-eval's CLI: our task folder as ``--include_path``, the rest untouched."""
+    if any(a == "--include_path" or a.startswith("--include_path=") for a in args):
+        raise SystemExit(
+            "lm-eval-fin run sets --include_path itself; to combine folders call lm_eval directly "
+            'with --include_path "$(lm-eval-fin tasks-dir)"'
+        )
+    return ["lm-eval", "run", "--include_path", str(paths.tasks_dir()), *args]
+
+
+def run_harness(args: list[str]) -> int:
+    from lm_eval.__main__ import cli_evaluate
+
+    saved = sys.argv
+    sys.argv = harness_argv(args)
+    try:
+        cli_evaluate()
+    finally:
+        sys.argv = saved
+    return 0
+
+
+def demo_argv(output_path: str | None, limit: int | None) -> list[str]:
+    """lm-eval arguments of ``make demo``: the embedded model on the shipped demo samples."""
+    argv = [
+        "--model", "hf",
+        "--model_args", f"pretrained={paths.embedded_model()},dtype=float32",
+        "--tasks", DEMO_TASKS,
+        "--apply_chat_template",
+        "--batch_size", "4",
+        "--metadata", json.dumps({"data_path": str(paths.data_path("finagentbench_demo"))}),
+    ]
+    if output_path:
+        argv += ["--output_path", output_path, "--log_samples"]
+    if limit:
+        argv += ["--limit", str(limit)]
+    return argv
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lm-eval-fin", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("tasks-dir", help="print the folder to pass to lm_eval --include_path")
+    sub.add_parser("metrics-dir", help="print the folder holding the evaluate metric modules")
+    sub.add_parser("model-path", help="print the embedded default model's folder (converting it once)")
+    sub.add_parser(
+        "run",
+        help="lm_eval run with the lm-eval-fin tasks included; every argument goes to lm_eval",
+        add_help=False,
+    )
+    demo = sub.add_parser("demo", help="run fin_agentbench on the shipped demo sample with the embedded model")
+    demo.add_argument("--output_path", default=None)
+    demo.add_argument("--limit", type=int, default=None)
+    for name, (module, help_text) in _SUBCOMMANDS.items():
+        command = sub.add_parser(name, help=help_text)
+        add_judge_arguments(command)
+        command.set_defaults(_module=module)
+        try:
+            importlib.import_module(module).add_arguments(command)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            command.set_defaults(_missing=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `run` forwards everything verbatim, so it bypasses our parser entirely.
+    if argv and argv[0] == "run":
+        return run_harness(argv[1:])
+    args = build_parser().parse_args(argv)
+    if args.command == "tasks-dir":
+        print(paths.tasks_dir())
+    elif args.command == "metrics-dir":
+        print(paths.metrics_dir())
+    elif args.command == "model-path":
+        print(paths.embedded_model())
+    elif args.command == "demo":
+        return run_harness(demo_argv(args.output_path, args.limit))
+    else:
+        return int(importlib.import_module(args._module).main(args) or 0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

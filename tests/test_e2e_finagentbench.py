@@ -1,0 +1,55 @@
+"""The real lm_eval CLI, in a subprocess, on a challenge-format fixture with the embedded model."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from lm_eval_fin import paths
+from tests.finagentbench_fixtures import chunk_prompt, document_record, write_jsonl
+
+BIN = Path(sys.executable).parent
+
+
+def test_lm_eval_runs_fin_agentbench_on_a_fixture(tmp_path, embedded_model_dir):
+    data = tmp_path / "data"
+    data.mkdir()
+    write_jsonl(
+        data / "document_ranking_fixture.jsonl",
+        [
+            document_record("d1", "What was the CEO's pay last year?", {"0": 4, "1": 1, "2": 0, "3": 0, "4": 0}),
+            document_record("d2", "What guidance did management give analysts?", {"4": 3, "3": 1, "0": 0, "1": 0, "2": 0}),
+        ],
+    )
+    chunks = ["Revenue was $12 million.", "The CEO earned $3 million.", "Cash rose 5%.", "Risk: suppliers."]
+    write_jsonl(
+        data / "chunk_ranking_fixture.jsonl",
+        [{"uuid": "c1", "messages": [{"role": "user", "content": chunk_prompt("What was revenue?", chunks)}],
+          "qrel": {"0": 2, "1": 0, "2": 1, "3": 0}}],
+    )
+    out = tmp_path / "out"
+    run = subprocess.run(
+        [
+            BIN / "lm_eval", "run",
+            "--include_path", str(paths.tasks_dir()),
+            "--model", "hf",
+            "--model_args", f"pretrained={embedded_model_dir},dtype=float32",
+            "--tasks", "fin_agentbench",
+            "--apply_chat_template",
+            "--gen_kwargs", "max_gen_toks=24",
+            "--batch_size", "4",
+            "--metadata", json.dumps({"data_path": str(data)}),
+            "--output_path", str(out),
+            "--log_samples",
+        ],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
+    for task, k in [("fin_agentbench_doc", 5), ("fin_agentbench_chunk", 10)]:
+        for metric in (f"ndcg@{k}", f"map@{k}", f"mrr@{k}", "parse_failure"):
+            value = results[task][f"{metric},none"]
+            assert 0.0 <= value <= 1.0, (task, metric, value)
+    assert 0.0 <= results["fin_agentbench"]["parse_failure,none"] <= 1.0
+    samples = list(out.rglob("samples_fin_agentbench_doc_*.jsonl"))
+    assert len(samples[0].read_text().splitlines()) == 2

@@ -1,0 +1,69 @@
+"""The ndcg_rerank evaluate module, loaded by absolute path (offline)."""
+
+import doctest
+import importlib.util
+
+import evaluate
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lm_eval_fin.paths
+from lm_eval_fin.ranking import rank_metrics
+
+PATH = lm_eval_fin.paths.metric_path("ndcg_rerank")
+METRIC = evaluate.load(PATH)
+
+
+def test_docstring_examples_run():
+    spec = importlib.util.spec_from_file_location("ndcg_rerank_module", f"{PATH}/ndcg_rerank.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    globs = {"evaluate": evaluate, "lm_eval_fin": lm_eval_fin}
+    parser = doctest.DocTestParser()
+    test = parser.get_doctest(module._KWARGS_DESCRIPTION, globs, "kwargs", PATH, 0)
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.summarize().failed == 0 and runner.summarize().attempted >= 3
+
+
+def test_matches_the_core_per_query_mean():
+    predictions = [["b", "a"], ["c"], []]
+    references = [
+        {"ids": ["a", "b"], "grades": [2, 0]},
+        {"ids": ["c", "d"], "grades": [1, 1]},
+        {"ids": ["x"], "grades": [1]},
+    ]
+    got = METRIC.compute(predictions=predictions, references=references, k=2)
+    expected = [rank_metrics(p, dict(zip(r["ids"], r["grades"])), k=2) for p, r in zip(predictions, references)]
+    assert got["ndcg@2"] == pytest.approx(sum(e["ndcg"] for e in expected) / 3)
+    assert got["map@2"] == pytest.approx((0.5 + 0.5 + 0) / 3)
+    assert got["mrr@2"] == pytest.approx((0.5 + 1 + 0) / 3)
+    assert got["n_queries"] == 3
+
+
+def test_bad_reference_shape_is_a_clear_error():
+    with pytest.raises(ValueError, match="as many grades as ids"):
+        METRIC.compute(predictions=[["a"]], references=[{"ids": ["a", "b"], "grades": [1]}])
+    with pytest.raises(ValueError, match="gain"):
+        METRIC.compute(predictions=[["a"]], references=[{"ids": ["a"], "grades": [1]}], gain="bogus")
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(st.sampled_from("abcdefg"), max_size=8),
+            st.dictionaries(st.sampled_from("abcdefg"), st.integers(min_value=0, max_value=4), min_size=1),
+        ),
+        min_size=1,
+        max_size=5,
+    )
+)
+def test_values_in_unit_interval(queries):
+    got = METRIC.compute(
+        predictions=[q[0] for q in queries],
+        references=[{"ids": list(q[1]), "grades": list(q[1].values())} for q in queries],
+        k=5,
+    )
+    assert all(0.0 <= got[name] <= 1.0 + 1e-12 for name in ("ndcg@5", "map@5", "mrr@5"))

@@ -1,0 +1,103 @@
+"""metrics/code_exec_rate: the evaluate module, loaded by path offline, runs real snippets."""
+
+import doctest
+import sys
+
+import evaluate
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from lm_eval_fin.paths import metric_path
+
+RUNS = "def growth():\n    return (150 - 120) / 120\n"
+NEEDS_ARGUMENTS = "def growth(current, previous):\n    return current / previous - 1\n"
+RETURNS_NONE = "def growth():\n    value = 0.25\n"
+BAD_INDENT = "def growth():\n    a = 1\n      return a\n"
+
+
+@pytest.fixture(scope="module")
+def metric():
+    return evaluate.load(metric_path("code_exec_rate"))
+
+
+def compute(metric, predictions, **kwargs):
+    return metric.compute(predictions=predictions, confirm_run_unsafe_code=True, **kwargs)
+
+
+def test_hand_computed_rate_is_micro_over_all_snippets(metric):
+    # 2 of 5 snippets run; per-example averaging would give (1/2 + 0 + 1/2) / 3 instead.
+    predictions = [[RUNS, RETURNS_NONE], [NEEDS_ARGUMENTS], [RUNS, BAD_INDENT]]
+    assert compute(metric, predictions) == {"code_exec_rate": 0.4, "n_snippets": 5, "n_ok": 2}
+
+
+def test_all_running_and_none_running(metric):
+    assert compute(metric, [[RUNS], [RUNS]]) == {"code_exec_rate": 1.0, "n_snippets": 2, "n_ok": 2}
+    assert compute(metric, [[RETURNS_NONE, NEEDS_ARGUMENTS, BAD_INDENT]])["code_exec_rate"] == 0.0
+
+
+def test_no_snippets_scores_zero_with_count_zero(metric):
+    expected = {"code_exec_rate": 0.0, "n_snippets": 0, "n_ok": 0}
+    assert compute(metric, []) == expected
+    assert compute(metric, [[], []]) == expected
+
+
+def test_limits_are_passed_to_the_sandbox(metric):
+    slow = "import time\ndef f():\n    time.sleep(30)\n    return 1\n"
+    assert compute(metric, [[slow, RUNS]], timeout=1, num_workers=2)["n_ok"] == 1
+    greedy = "def f():\n    return len(bytearray(200 * 2**20))\n"
+    assert compute(metric, [[greedy]], memory_mb=100)["n_ok"] == 0
+
+
+def test_refuses_to_run_code_without_opt_in(metric, monkeypatch):
+    monkeypatch.delenv("HF_ALLOW_CODE_EVAL", raising=False)
+    with pytest.raises(ValueError, match="confirm_run_unsafe_code=True"):
+        metric.compute(predictions=[[RUNS]])
+    monkeypatch.setenv("HF_ALLOW_CODE_EVAL", "0")
+    with pytest.raises(ValueError, match="HF_ALLOW_CODE_EVAL"):
+        metric.compute(predictions=[[RUNS]])
+
+
+def test_environment_variable_is_an_opt_in_too(metric, monkeypatch):
+    monkeypatch.setenv("HF_ALLOW_CODE_EVAL", "1")
+    assert metric.compute(predictions=[[RUNS]])["n_ok"] == 1
+
+
+def test_wrong_input_shape_gets_a_clear_error(metric):
+    with pytest.raises(ValueError, match="expected a list"):
+        compute(metric, [RUNS])  # a snippet where a list of snippets belongs
+
+
+def test_kwargs_description_doctest_passes(metric):
+    module = sys.modules[type(metric).__module__]
+    test = doctest.DocTestParser().get_doctest(
+        module._KWARGS_DESCRIPTION, {}, "code_exec_rate", None, 0
+    )
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test)
+    assert runner.summarize(verbose=False) == doctest.TestResults(failed=0, attempted=5)
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None
+)
+@given(
+    st.lists(
+        st.lists(
+            st.one_of(
+                st.text(max_size=200),
+                st.binary(max_size=200).map(lambda junk: junk.decode("latin-1")),
+                st.just("x" * (1 << 20)),
+                st.just("```python\n```\n```"),
+            ),
+            max_size=3,
+        ),
+        max_size=3,
+    )
+)
+def test_bad_snippets_never_crash_and_stay_in_range(metric, predictions):
+    result = compute(metric, predictions)
+    n_snippets = sum(len(example) for example in predictions)
+    assert result["n_snippets"] == n_snippets
+    assert 0 <= result["n_ok"] <= n_snippets
+    assert 0.0 <= result["code_exec_rate"] <= 1.0

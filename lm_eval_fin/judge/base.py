@@ -7,6 +7,7 @@ Backends (vllm, openai-compatible, hf) and the persistent cache live beside this
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -17,18 +18,33 @@ class JudgeRequest:
 
     ``messages`` are OpenAI-style dicts (``{"role": ..., "content": ...}``). At most one
     output constraint is set: ``json_schema`` (a JSON Schema dict), ``regex`` or ``choice``.
+    ``max_tokens``, ``temperature`` and ``seed`` left as None take the judge's options
+    (``--judge-max-tokens`` etc.); a value set here wins, because the caller knows how long
+    its answers are.
     ``attempt`` is part of the cache key, so a retry of an unparsable answer is a new request
-    (with a derived seed) rather than the same cached text.
+    (with a derived seed, and sampled rather than greedy) rather than the same cached text.
     """
 
     messages: tuple[dict[str, str], ...]
-    max_tokens: int = 512
-    temperature: float = 0.0
-    seed: int = 0
+    max_tokens: int | None = None
+    temperature: float | None = None
+    seed: int | None = None
     json_schema: dict[str, Any] | None = None
     regex: str | None = None
     choice: tuple[str, ...] | None = None
     attempt: int = 0
+
+    @property
+    def constraint(self) -> dict[str, Any] | None:
+        """The output constraint as ``{"json_schema": ...}``, ``{"regex": ...}`` or
+        ``{"choice": [...]}``, or None."""
+        if self.json_schema is not None:
+            return {"json_schema": self.json_schema}
+        if self.regex is not None:
+            return {"regex": self.regex}
+        if self.choice is not None:
+            return {"choice": list(self.choice)}
+        return None
 
 
 @dataclass
@@ -45,7 +61,15 @@ class JudgeResponse:
 
 @dataclass
 class BatchStats:
-    """Summary of one ``complete`` call (also accumulated on the judge over its life)."""
+    """Summary of one ``complete`` call (also accumulated on the judge over its life).
+
+    ``requests`` counts what the caller asked for; ``cache_hits`` those answered from the
+    cache (or by an identical request earlier in the same batch); ``model_calls`` those sent
+    to the backend. Token counts are those the backend reported for this call's model calls.
+    ``retries`` are transport retries (timeouts, 5xx, refused connections); ``failures`` are
+    requests that still had no text after them; ``parse_failures`` are answers the caller's
+    parser rejected on every attempt (counted by ``complete_parsed``).
+    """
 
     requests: int = 0
     cache_hits: int = 0
@@ -58,11 +82,37 @@ class BatchStats:
     wall_time_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def add(self, other: BatchStats) -> None:
+        """Accumulate ``other`` into this one (numeric ``extra`` entries are summed)."""
+        for f in dataclasses.fields(self):
+            if f.name != "extra":
+                setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+        for key, value in other.extra.items():
+            if isinstance(value, (int, float)) and isinstance(self.extra.get(key, 0), (int, float)):
+                self.extra[key] = self.extra.get(key, 0) + value
+            else:
+                self.extra[key] = value
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def summary(self) -> str:
+        line = (
+            f"{self.requests} requests, {self.cache_hits} cache hits, {self.model_calls} model calls, "
+            f"{self.prompt_tokens} prompt + {self.completion_tokens} completion tokens, "
+            f"{self.retries} retries, {self.failures} failures, {self.parse_failures} parse failures, "
+            f"{self.wall_time_s:.1f}s"
+        )
+        extras = ", ".join(f"{key}={value}" for key, value in sorted(self.extra.items()))
+        return f"{line} ({extras})" if extras else line
+
 
 class Judge:
     """Interface. ``spec`` is the user-facing name, e.g. ``openai:http://127.0.0.1:8000/v1#m``."""
 
     spec: str
+    stats: BatchStats
+    last_batch: BatchStats
 
     def complete(self, requests: Sequence[JudgeRequest], desc: str = "judge") -> list[JudgeResponse]:
         raise NotImplementedError

@@ -1,0 +1,30 @@
+"""LLM judges (an LLM that is not the model under test) behind one batched, cached interface.
+
+    from lm_eval_fin.judge import load_judge, JudgeRequest, complete_parsed
+
+    judge = load_judge("openai:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct")
+    scores = complete_parsed(judge, [JudgeRequest(messages=(...,)) for ...], parse=my_parser)
+
+Modules: :mod:`~lm_eval_fin.judge.spec` (naming a judge), :mod:`~lm_eval_fin.judge.options`
+(decoding and serving options), :mod:`~lm_eval_fin.judge.core` (batching, resolution of
+decoding parameters, stats, ``complete_parsed``), :mod:`~lm_eval_fin.judge.cache` (the
+sqlite cache and its key), and one module per backend: ``vllm_backend``,
+``openai_backend``, ``hf_backend``.
+"""
+
+from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse
+from lm_eval_fin.judge.core import complete_parsed, load_judge
+from lm_eval_fin.judge.options import JudgeOptions
+from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
+
+__all__ = [
+    "BatchStats",
+    "Judge",
+    "JudgeOptions",
+    "JudgeRequest",
+    "JudgeResponse",
+    "JudgeSpecError",
+    "complete_parsed",
+    "load_judge",
+    "parse_spec",
+]

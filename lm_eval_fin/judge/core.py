@@ -1,0 +1,349 @@
+"""The judge every backend sits behind: cache first, one batched backend call for the rest.
+
+:meth:`CachedJudge.complete` takes a whole batch (thousands of requests) and returns the
+responses in order:
+
+1. Each request is resolved against the judge's options: ``max_tokens``, ``temperature`` and
+   ``seed`` left as None take ``JudgeOptions`` (greedy, seed 0 by default). A request with
+   ``attempt > 0`` (a retry of an unparsable answer, see :func:`complete_parsed`) gets the
+   seed ``seed + attempt`` and, where it would be greedy, ``RETRY_TEMPERATURE``: a greedy
+   retry would only repeat the unparsable text.
+2. The cache is looked up for the whole batch at once (see :mod:`lm_eval_fin.judge.cache`
+   for the key). Identical requests within the batch are sent once.
+3. The misses go to the backend in one call; the backend hands back each answer as it
+   finishes, and it is written to the cache right away, so a run killed half way keeps it.
+4. A summary (requests, cache hits, model calls, tokens, retries, failures, wall time) is
+   logged, kept in ``judge.last_batch`` and added to ``judge.stats``. A tqdm bar shows
+   progress on batches with at least ``PROGRESS_MIN_REQUESTS`` model calls.
+
+A response with ``text=None`` is a definitive failure of that request (``error`` says why);
+the others are unaffected. Exceptions from a backend (vLLM missing, a constraint vLLM
+cannot enforce, a model that will not load) propagate: they are configuration errors, and
+whatever finished before them is already in the cache.
+
+:func:`complete_parsed` adds the parse step every caller needs: it parses each text with
+the caller's tolerant parser, re-sends only the unparsable ones with ``attempt + 1`` up to
+``max_attempts``, and counts what stayed unparsable as parse failures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import sys
+import time
+from typing import Callable, Protocol, Sequence, TypeVar
+
+from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse
+from lm_eval_fin.judge.cache import CachedAnswer, JudgeCache, cache_key
+from lm_eval_fin.judge.options import JUDGE_ENV, JudgeOptions
+from lm_eval_fin.judge.spec import JudgeSpec, parse_spec
+
+logger = logging.getLogger("lm_eval_fin.judge")
+
+T = TypeVar("T")
+
+RETRY_TEMPERATURE = 0.7
+PROGRESS_MIN_REQUESTS = 8
+
+
+class ResultSink(Protocol):
+    """What a backend reports to while it works through a batch."""
+
+    def done(self, index: int, response: JudgeResponse) -> None: ...
+
+    def done_many(self, items: Sequence[tuple[int, JudgeResponse]]) -> None: ...
+
+    def retried(self) -> None: ...
+
+    def note(self, key: str, count: int = 1) -> None: ...
+
+
+class Backend(Protocol):
+    """A model behind the judge. ``run`` must report every request (by its index in
+    ``requests``) to ``sink`` exactly once, as soon as it is finished."""
+
+    def run(self, requests: Sequence[JudgeRequest], sink: ResultSink) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def validate_request(index: int, request: JudgeRequest) -> None:
+    """Caller mistakes fail loudly, before anything is sent."""
+    if not isinstance(request, JudgeRequest):
+        raise TypeError(f"judge request {index}: expected JudgeRequest, got {type(request).__name__}")
+    if not request.messages:
+        raise ValueError(f"judge request {index}: no messages")
+    for message in request.messages:
+        if not isinstance(message.get("role"), str) or not isinstance(message.get("content"), str):
+            raise ValueError(f"judge request {index}: each message needs string 'role' and 'content'")
+    constraints = [c for c in (request.json_schema, request.regex, request.choice) if c is not None]
+    if len(constraints) > 1:
+        raise ValueError(f"judge request {index}: set at most one of json_schema, regex, choice")
+    if request.choice is not None and not request.choice:
+        raise ValueError(f"judge request {index}: choice needs at least one option")
+
+
+def resolve_request(request: JudgeRequest, options: JudgeOptions) -> JudgeRequest:
+    """Fill in decoding parameters from the options (see the module docstring)."""
+    temperature = options.temperature if request.temperature is None else request.temperature
+    seed = options.seed if request.seed is None else request.seed
+    if request.attempt > 0:
+        seed += request.attempt
+        if temperature == 0:
+            temperature = RETRY_TEMPERATURE
+    return dataclasses.replace(
+        request,
+        messages=tuple(dict(message) for message in request.messages),
+        max_tokens=options.max_tokens if request.max_tokens is None else request.max_tokens,
+        temperature=float(temperature),
+        seed=int(seed),
+        choice=None if request.choice is None else tuple(request.choice),
+    )
+
+
+class _BatchRecorder:
+    """The sink of one ``complete`` call: fills responses, writes the cache, counts."""
+
+    def __init__(self, judge: CachedJudge, keys: list[str], positions: list[list[int]],
+                 responses: list[JudgeResponse | None], stats: BatchStats, progress):
+        self.judge, self.keys, self.positions = judge, keys, positions
+        self.responses, self.stats, self.progress = responses, stats, progress
+        self.reported = [False] * len(keys)
+        self.first_error: str | None = None
+
+    def done(self, index: int, response: JudgeResponse) -> None:
+        self.done_many([(index, response)])
+
+    def done_many(self, items: Sequence[tuple[int, JudgeResponse]]) -> None:
+        finished = []
+        for index, response in items:
+            if self.reported[index]:
+                continue
+            self.reported[index] = True
+            self.stats.prompt_tokens += response.prompt_tokens
+            self.stats.completion_tokens += response.completion_tokens
+            if response.text is None:
+                self.stats.failures += len(self.positions[index])
+                self.first_error = self.first_error or response.error
+            else:
+                finished.append(
+                    (self.keys[index], CachedAnswer(response.text, response.prompt_tokens, response.completion_tokens))
+                )
+            for position in self.positions[index]:
+                self.responses[position] = dataclasses.replace(response, cached=False)
+        self.judge.cache.put_many(self.judge.spec, finished)
+        if self.progress is not None:
+            self.progress.update(len(items))
+
+    def retried(self) -> None:
+        self.stats.retries += 1
+
+    def note(self, key: str, count: int = 1) -> None:
+        self.stats.extra[key] = self.stats.extra.get(key, 0) + count
+
+
+class CachedJudge(Judge):
+    """A backend behind the persistent cache. Load it with :func:`load_judge`."""
+
+    def __init__(self, spec: JudgeSpec, backend: Backend, options: JudgeOptions,
+                 cache: JudgeCache | None = None):
+        self.parsed_spec = spec
+        self.spec = str(spec)
+        self.backend = backend
+        self.options = options
+        self.cache = cache if cache is not None else JudgeCache()
+        self.stats = BatchStats()
+        self.last_batch = BatchStats()
+
+    def complete(self, requests: Sequence[JudgeRequest], desc: str = "judge") -> list[JudgeResponse]:
+        started = time.perf_counter()
+        requests = list(requests)
+        for index, request in enumerate(requests):
+            validate_request(index, request)
+        resolved = [resolve_request(request, self.options) for request in requests]
+        keys = [cache_key(self.spec, request) for request in resolved]
+        stats = BatchStats(requests=len(requests))
+        responses, miss_keys, miss_requests, miss_positions = self._from_cache(keys, resolved, stats)
+        stats.model_calls = len(miss_requests)
+
+        progress = None
+        if len(miss_requests) >= PROGRESS_MIN_REQUESTS:
+            from tqdm.auto import tqdm
+
+            # redraw often on a terminal, seldom in a log file (TQDM_DISABLE=1 turns it off)
+            interval = 0.1 if sys.stderr.isatty() else 10.0
+            progress = tqdm(total=len(miss_requests), desc=desc, unit="req", file=sys.stderr, mininterval=interval)
+        recorder = _BatchRecorder(self, miss_keys, miss_positions, responses, stats, progress)
+        try:
+            if miss_requests:
+                self.backend.run(miss_requests, recorder)
+        finally:
+            if progress is not None:
+                progress.close()
+            for index, reported in enumerate(recorder.reported):
+                if not reported:  # a backend bug or an exception half way: never a silent hole
+                    recorder.done(index, JudgeResponse(None, error="the backend returned no answer"))
+            stats.wall_time_s = time.perf_counter() - started
+            self.last_batch = stats
+            self.stats.add(stats)
+            logger.info("%s [%s]: %s", desc, self.spec, stats.summary())
+            if stats.failures:
+                logger.warning(
+                    "%s: %d of %d judge requests failed for good; first error: %s",
+                    desc, stats.failures, stats.requests, recorder.first_error,
+                )
+        return responses  # type: ignore[return-value]  # every slot is filled above
+
+    def _from_cache(self, keys: list[str], resolved: list[JudgeRequest], stats: BatchStats):
+        """Responses filled from the cache; the misses, each once, with the batch positions
+        it answers (identical requests in one batch are sent once)."""
+        hits = self.cache.get_many(keys)
+        responses: list[JudgeResponse | None] = [None] * len(keys)
+        miss_keys: list[str] = []
+        miss_requests: list[JudgeRequest] = []
+        miss_positions: list[list[int]] = []
+        slot_of: dict[str, int] = {}
+        for position, (key, request) in enumerate(zip(keys, resolved)):
+            answer = hits.get(key)
+            if answer is not None:
+                responses[position] = JudgeResponse(
+                    answer.text, cached=True,
+                    prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
+                )
+                stats.cache_hits += 1
+            elif key in slot_of:
+                miss_positions[slot_of[key]].append(position)
+                stats.cache_hits += 1
+            else:
+                slot_of[key] = len(miss_keys)
+                miss_keys.append(key)
+                miss_requests.append(request)
+                miss_positions.append([position])
+        return responses, miss_keys, miss_requests, miss_positions
+
+    def close(self) -> None:
+        self.backend.close()
+        self.cache.close()
+
+    def __enter__(self) -> CachedJudge:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"CachedJudge({self.spec!r}, cache={str(self.cache.path)!r})"
+
+
+def _safe_parse(parse: Callable[[str], T | None], text: str) -> T | None:
+    """A parser that raises counts as a parse failure, never as a crash."""
+    try:
+        return parse(text)
+    except Exception as exc:  # noqa: BLE001 - any parser bug must not end the run
+        logger.debug("judge answer parser %r raised %r", getattr(parse, "__name__", parse), exc)
+        return None
+
+
+def complete_parsed(
+    judge: Judge,
+    requests: Sequence[JudgeRequest],
+    parse: Callable[[str], T | None],
+    desc: str = "judge",
+    max_attempts: int = 3,
+) -> list[T | None]:
+    """Complete ``requests`` and parse each answer; re-ask only the unparsable ones.
+
+    Returns the parsed values in order, None where the request failed or its answer stayed
+    unparsable after ``max_attempts``. Those parse failures are added to ``judge.stats``;
+    ``judge.last_batch`` becomes the sum over the attempts, with ``parse_failures`` and
+    ``extra["parse_retries"]`` (requests re-sent because their answer did not parse).
+    Works with any object that has ``complete`` (a test double needs no stats).
+    """
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
+    requests = list(requests)
+    results: list[T | None] = [None] * len(requests)
+    total = BatchStats()
+    pending = list(range(len(requests)))
+    parse_retries = 0
+    for attempt in range(max_attempts):
+        if not pending:
+            break
+        batch = [dataclasses.replace(requests[i], attempt=requests[i].attempt + attempt) for i in pending]
+        if attempt:
+            parse_retries += len(batch)
+        responses = judge.complete(batch, desc=desc if attempt == 0 else f"{desc} (re-ask {attempt})")
+        last = getattr(judge, "last_batch", None)
+        if isinstance(last, BatchStats):
+            total.add(last)
+        else:
+            total.requests += len(batch)
+        unparsed = []
+        for index, response in zip(pending, responses):
+            if response.text is None:
+                continue  # a transport failure, retried by the backend already
+            value = _safe_parse(parse, response.text)
+            if value is None:
+                unparsed.append(index)
+            else:
+                results[index] = value
+        pending = unparsed
+    total.parse_failures = len(pending)
+    total.extra["parse_retries"] = parse_retries
+    stats = getattr(judge, "stats", None)
+    if isinstance(stats, BatchStats):
+        stats.add(BatchStats(parse_failures=total.parse_failures, extra={"parse_retries": parse_retries}))
+    try:
+        judge.last_batch = total  # type: ignore[attr-defined]
+    except AttributeError:
+        pass
+    if parse_retries or total.parse_failures:
+        logger.info("%s: parsed %d of %d; %s", desc, sum(r is not None for r in results), len(requests), total.summary())
+    return results
+
+
+def _make_backend(spec: JudgeSpec, options: JudgeOptions) -> Backend:
+    if spec.backend == "hf":
+        from lm_eval_fin.judge.hf_backend import HFBackend
+
+        return HFBackend(spec, options)
+    if spec.backend == "openai":
+        from lm_eval_fin.judge.openai_backend import OpenAIBackend
+
+        return OpenAIBackend(spec, options)
+    from lm_eval_fin.judge.vllm_backend import VLLMBackend
+
+    return VLLMBackend(spec, options)
+
+
+def _ensure_visible_logging() -> None:
+    """Batch summaries are INFO records of ``lm_eval_fin.judge``. lm-eval configures only its
+    own logger, so without this they would vanish; an application that configured logging
+    (a handler on the root or on ``lm_eval_fin``) keeps full control."""
+    package_logger = logging.getLogger("lm_eval_fin")
+    if package_logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-8s [%(name)s] %(message)s", "%H:%M:%S"))
+    package_logger.addHandler(handler)
+    package_logger.setLevel(logging.INFO)
+    package_logger.propagate = False
+
+
+def load_judge(spec: str | None = None, options: JudgeOptions | None = None) -> Judge | None:
+    """The judge named by ``spec`` (else ``$LM_EVAL_FIN_JUDGE``); None if neither is set.
+
+    Nothing heavy happens here: the model is loaded (or the server first contacted) on the
+    first batch with a cache miss, so a re-run on a warm cache never starts an engine.
+    A malformed spec raises :class:`~lm_eval_fin.judge.spec.JudgeSpecError`.
+    """
+    if spec is None:
+        spec = os.environ.get(JUDGE_ENV)
+    if spec is None or not spec.strip():
+        return None
+    parsed = parse_spec(spec)
+    options = options or JudgeOptions()
+    _ensure_visible_logging()
+    return CachedJudge(parsed, _make_backend(parsed, options), options)

@@ -1,0 +1,288 @@
+"""``lm-eval-fin score``: re-score samples logged by ``lm_eval --log_samples`` with a judge.
+
+The two-stage path for one GPU: generate with the model under test
+(``lm_eval ... --predict_only --log_samples --output_path out``), let it free the GPU, then
+``lm-eval-fin score out --judge vllm:<judge model>`` gives the whole GPU to the judge.
+
+What it does:
+
+1. Finds the samples files: the given ``samples_<task>_<date>.jsonl`` file, or every such
+   file under the given folder (lm-eval writes them to ``<output_path>/<model>/``). The task
+   is read from the file name (lm-eval's pattern; ``--tasks`` names the task of a file
+   renamed by hand) and each line must look like an lm-eval sample (``doc_id``, ``doc``,
+   ``resps`` or ``filtered_resps``).
+2. Looks the task up in :data:`RESCORERS`, a registry of task families with judge metrics
+   (``fin_lfqa``, ``fin_ems``; a task ``fin_ems_xyz`` belongs to family ``fin_ems``), and
+   calls that family's ``rescore(samples, judge) -> (metrics, details)``; each family submits
+   its judge work in one batch. Tasks with no judge metrics are skipped in a folder and an
+   error when named explicitly.
+3. Writes, next to the samples, ``judged_results_<date>.json`` in lm-eval's results format
+   (``results: {task: {"metric,filter": value}}``; where lm-eval's own
+   ``results_<date>.json`` of the same run is there, it is copied and the judge metrics are
+   added to it, so configs, versions and the model's config are kept) with a ``judge``
+   section (spec, options, batch stats per task), plus ``judged_samples_<task>_<date>.jsonl``
+   with one line of details per sample. The names do not match lm-eval's
+   ``results_*``/``samples_*`` patterns, so lm-eval's tools and a second ``score`` run never
+   take them for lm-eval's own files.
+
+Judge answers are cached (see :mod:`lm_eval_fin.judge.cache`): running ``score`` again
+makes no model calls, and a run that was killed resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import importlib
+import json
+import logging
+import re
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+logger = logging.getLogger("lm_eval_fin.scoring")
+
+# task family -> "module:function" with signature rescore(samples, judge) -> (metrics, details)
+RESCORERS: dict[str, str] = {
+    "fin_lfqa": "lm_eval_fin.finlfqa:rescore",
+    "fin_ems": "lm_eval_fin.ems.harness:rescore",
+}
+
+# lm-eval's EvaluationTracker: samples_<task>_<datetime.now().isoformat() with ':' -> '-'>.jsonl
+SAMPLES_FILE = re.compile(
+    r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?)\.jsonl$"
+)
+
+
+class ScoreError(Exception):
+    """A problem with the user's input; reported as one line, exit status 2."""
+
+
+@dataclass(frozen=True)
+class SamplesFile:
+    path: Path
+    task: str
+    date: str  # lm-eval's run id; "" for a file renamed by hand
+
+    @property
+    def run_key(self) -> tuple[Path, str]:
+        return self.path.parent, self.date
+
+
+def find_samples_files(path: Path, tasks: list[str] | None = None) -> list[SamplesFile]:
+    """The samples files at ``path`` (a file or a folder searched recursively)."""
+    if not path.exists():
+        raise ScoreError(f"{path} does not exist")
+    if path.is_file():
+        match = SAMPLES_FILE.match(path.name)
+        if match:
+            if tasks and match["task"] not in tasks:
+                raise ScoreError(f"{path.name} holds task {match['task']!r}, not one of --tasks {tasks}")
+            return [SamplesFile(path, match["task"], match["date"])]
+        if tasks and len(tasks) == 1:
+            return [SamplesFile(path, tasks[0], "")]
+        raise ScoreError(
+            f"cannot tell the task of {path.name}: lm-eval names samples files "
+            "samples_<task>_<date>.jsonl; pass --tasks <task> for a renamed file"
+        )
+    found = []
+    for candidate in sorted(path.rglob("samples_*.jsonl")):
+        match = SAMPLES_FILE.match(candidate.name)
+        if match and (not tasks or match["task"] in tasks):
+            found.append(SamplesFile(candidate, match["task"], match["date"]))
+    if not found:
+        which = f" for tasks {tasks}" if tasks else ""
+        raise ScoreError(
+            f"no lm-eval samples files{which} under {path}; run lm_eval with --log_samples "
+            "(and --output_path) first"
+        )
+    return found
+
+
+def family_of(task: str) -> str | None:
+    """The registered family of ``task``: the task itself or its longest ``family_`` prefix."""
+    if task in RESCORERS:
+        return task
+    prefixes = [family for family in RESCORERS if task.startswith(family + "_")]
+    return max(prefixes, key=len) if prefixes else None
+
+
+def load_rescorer(family: str) -> Callable[[list[dict], Any], tuple[dict[str, float], list[dict]]]:
+    module_name, _, function = RESCORERS[family].partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        return getattr(module, function)
+    except (ImportError, AttributeError) as exc:
+        raise ScoreError(f"the judge metrics of {family} ({RESCORERS[family]}) cannot be loaded: {exc}") from exc
+
+
+def read_samples(path: Path) -> list[dict]:
+    samples = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                sample = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ScoreError(f"{path}:{number}: not JSON ({exc.msg})") from exc
+            if not isinstance(sample, dict) or "doc" not in sample or not (
+                "resps" in sample or "filtered_resps" in sample
+            ):
+                raise ScoreError(
+                    f"{path}:{number}: not an lm-eval sample (needs doc and resps or filtered_resps)"
+                )
+            samples.append(sample)
+    if not samples:
+        raise ScoreError(f"{path} holds no samples")
+    return samples
+
+
+def _stats_delta(after, before) -> dict[str, Any]:
+    delta = {}
+    for f in dataclasses.fields(after):
+        if f.name == "extra":
+            delta["extra"] = {
+                key: value - before.extra.get(key, 0) if isinstance(value, (int, float)) else value
+                for key, value in after.extra.items()
+            }
+        else:
+            delta[f.name] = getattr(after, f.name) - getattr(before, f.name)
+    return delta
+
+
+def metric_entries(metrics: dict[str, Any], filter_name: str) -> dict[str, Any]:
+    """lm-eval's ``"metric,filter"`` keys (a key that already has a filter is kept)."""
+    return {name if "," in name else f"{name},{filter_name}": value for name, value in metrics.items()}
+
+
+def results_document(
+    original: dict | None,
+    task_metrics: dict[str, dict[str, Any]],
+    sample_counts: dict[str, int],
+    judge_section: dict[str, Any],
+) -> dict:
+    """lm-eval's results JSON with the judge metrics added to each task's entry."""
+    document = copy.deepcopy(original) if original else {}
+    document.setdefault("results", {})
+    document.setdefault("versions", {})
+    document.setdefault("n-samples", {})
+    for task, entries in task_metrics.items():
+        document["results"].setdefault(task, {"alias": task}).update(entries)
+        document["versions"].setdefault(task, "N/A")
+        document["n-samples"].setdefault(task, {"original": sample_counts[task], "effective": sample_counts[task]})
+    document["judge"] = judge_section
+    document["date"] = time.time()
+    return document
+
+
+def _write_details(path: Path, samples: list[dict], details: list[dict]) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        for index, detail in enumerate(details):
+            row = dict(detail)
+            if len(details) == len(samples) and "doc_id" not in row and "doc_id" in samples[index]:
+                row = {"doc_id": samples[index]["doc_id"], **row}
+            handle.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+
+
+def _print_table(document: dict) -> None:
+    try:
+        from lm_eval.utils import make_table
+
+        print(make_table(document))
+    except Exception as exc:  # noqa: BLE001 - the table is a convenience; the JSON is written
+        logger.debug("no results table: %r", exc)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("path", type=Path, help="lm-eval --output_path folder, or one samples_<task>_<date>.jsonl")
+    parser.add_argument(
+        "--tasks", default=None,
+        help="comma-separated tasks to re-score (default: every task with judge metrics); "
+        "names the task of a samples file renamed by hand",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        return _score(args)
+    except ScoreError as exc:
+        print(f"lm-eval-fin score: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _score(args: argparse.Namespace) -> int:
+    from lm_eval_fin.judge import JudgeSpecError, load_judge
+    from lm_eval_fin.judge.options import JUDGE_ENV, options_from_args
+
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
+    files = find_samples_files(args.path, tasks)
+    scorable = [f for f in files if family_of(f.task)]
+    known = ", ".join(sorted(RESCORERS))
+    if args.path.is_file() and not scorable:
+        raise ScoreError(f"task {files[0].task!r} has no judge metrics; tasks with judge metrics: {known}")
+    if not scorable:
+        found = ", ".join(sorted({f.task for f in files}))
+        raise ScoreError(f"none of the tasks found ({found}) has judge metrics; tasks with judge metrics: {known}")
+
+    options = options_from_args(args)
+    try:
+        judge = load_judge(args.judge, options)
+    except JudgeSpecError as exc:
+        raise ScoreError(str(exc)) from exc
+    if judge is None:
+        raise ScoreError(f"no judge configured: pass --judge <spec> or set ${JUDGE_ENV}")
+
+    for f in files:
+        if f not in scorable:
+            logger.info("skipping %s: task %s has no judge metrics", f.path.name, f.task)
+    runs: dict[tuple[Path, str], list[SamplesFile]] = defaultdict(list)
+    for f in scorable:
+        runs[f.run_key].append(f)
+    try:
+        for (folder, date), run_files in runs.items():
+            out_path = score_run(folder, date, run_files, judge, dataclasses.asdict(options))
+            print(f"judge results: {out_path}")
+    finally:
+        judge.close()
+    return 0
+
+
+def score_run(folder: Path, date: str, run_files: list[SamplesFile], judge, options: dict) -> Path:
+    """Re-score the samples files of one lm-eval run and write its judged results."""
+    original_path = folder / f"results_{date}.json"
+    original = json.loads(original_path.read_text(encoding="utf-8")) if date and original_path.is_file() else None
+    task_metrics, sample_counts, task_stats, detail_files = {}, {}, {}, {}
+    for f in run_files:
+        samples = read_samples(f.path)
+        rescore = load_rescorer(family_of(f.task))
+        before = copy.deepcopy(judge.stats)
+        try:
+            metrics, details = rescore(samples, judge)
+        except ValueError as exc:  # the family's own check of its samples (wrong task, old format)
+            raise ScoreError(f"{f.path.name}: {exc}") from exc
+        task_stats[f.task] = _stats_delta(judge.stats, before)
+        task_metrics[f.task] = metric_entries(metrics, str(samples[0].get("filter") or "none"))
+        sample_counts[f.task] = len(samples)
+        details_path = folder / f"judged_samples_{f.task}{'_' + date if date else ''}.jsonl"
+        _write_details(details_path, samples, details)
+        detail_files[f.task] = details_path.name
+        logger.info("%s: %s", f.task, ", ".join(f"{k}={v}" for k, v in metrics.items()))
+    judge_section = {
+        "spec": judge.spec,
+        "options": options,
+        "stats": task_stats,
+        "samples_files": {f.task: f.path.name for f in run_files},
+        "details_files": detail_files,
+        "lm_eval_results": original_path.name if original else None,
+    }
+    document = results_document(original, task_metrics, sample_counts, judge_section)
+    out_path = folder / (f"judged_results_{date}.json" if date else f"judged_results_{run_files[0].path.stem}.json")
+    out_path.write_text(json.dumps(document, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    _print_table(document)
+    return out_path

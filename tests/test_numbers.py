@@ -1,0 +1,117 @@
+"""Number extraction and FinLFQA numeric P/R/F1 (DESIGN.md "Numbers"), hand-computed."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lm_eval_fin.numbers import extract_numbers, numeric_prf, values_match
+
+
+@pytest.mark.parametrize(
+    "text, values",
+    [
+        ("3 million", [3e6]),
+        ("3,000 thousand", [3e6]),
+        ("3,000,000", [3e6]),
+        ("$1.2bn and 4k and 5 mn and 2 trillion and 7 B", [1.2e9, 4000, 5e6, 2e12, 7e9]),
+        ("-5, −6, +7, -$8, $-9", [-5, -6, 7, -8, -9]),
+        ("a loss of (1.2) and ($3.4) and $(5) billion", [-1.2, -3.4, -5e9]),
+        ("growth of 12.5% or 12.5 percent, 2.5x, 50 bps", [12.5, 2.5, 50]),
+        ("€1,234.56 and £7 and US$9", [1234.56, 7, 9]),
+        ("1. Revenue rose 5%.\n2) Costs fell 3%.\n(3) Margin 40%.", [5, 3, 40]),
+        ("Revenue [16] rose 5% [CWT 3, AWK 4] [] [1-3]", [5]),
+        ("as paragraph 16 and clause 2 show, Item 2 and Note 5 on page 12: 8", [8]),
+        ("Q3 FY2023 10-Q 3rd COVID-19 revenue 9", [9]),
+        ("compared with last year (2023), 2019-2020", [2023, 2019, 2020]),
+        ("(1) the revenue rose", []),
+        ("5 and 5.0 and 5.00", [5]),  # a set: a value stated twice counts once
+        ("", []),
+    ],
+)
+def test_extraction(text, values):
+    assert extract_numbers(text) == pytest.approx(values)
+
+
+def test_papers_scale_and_rounding_examples():
+    # "3 million" = "3,000 thousand" = "3,000,000"; 3.965 matches 3.97.
+    assert numeric_prf("3 million", "3,000 thousand") == (1.0, 1.0, 1.0)
+    assert numeric_prf("3,000,000", "3 million") == (1.0, 1.0, 1.0)
+    assert numeric_prf("3.965", "3.97") == (1.0, 1.0, 1.0)
+    assert values_match(3.965, 3.97)
+
+
+@pytest.mark.parametrize(
+    "a, b, match",
+    [
+        (5, 0.05, True),  # factor 100: 5% vs 0.05
+        (3.2e9, 3200, True),  # factor 1e6: dollars vs millions
+        (25, 25000, True),  # factor 1000
+        (1.0, 1.0101, True),  # within 1% of the larger value
+        (1.0, 1.0102, False),  # just outside
+        (-5, 5, False),  # signs matter
+        (0, 0, True),
+        (0, 1e-9, False),
+        (7, 70, False),  # 10 is not a scale factor
+    ],
+)
+def test_value_matching(a, b, match):
+    assert values_match(a, b) is match
+    assert values_match(b, a) is match  # symmetric
+
+
+def test_precision_recall_f1_by_hand():
+    # answer {3e6, 7, 12}: 3e6 matches 3,000 thousand, 7 matches nothing, 12 matches 0.12 -> P = 2/3
+    # reference {3e6, 0.12, 99}: 99 unmatched -> R = 2/3
+    p, r, f1 = numeric_prf("Sales of $3 million, 7 stores, margin 12%.", "3,000 thousand; 0.12; 99")
+    assert (p, r, f1) == pytest.approx((2 / 3, 2 / 3, 2 / 3))
+    # matching is not one-to-one: both answer values match the single reference value
+    assert numeric_prf("3.97 and 3.965", "3.97") == (1.0, 1.0, 1.0)
+    assert numeric_prf("3 million and 7", "3,000,000") == pytest.approx((0.5, 1.0, 2 / 3))
+
+
+@pytest.mark.parametrize(
+    "prediction, reference, expected",
+    [
+        ("no numbers", "none either", (1.0, 1.0, 1.0)),
+        ("", None, (1.0, 1.0, 1.0)),
+        ("5 units", "", (0.0, 0.0, 0.0)),
+        (None, "5 units", (0.0, 0.0, 0.0)),
+    ],
+)
+def test_empty_cases(prediction, reference, expected):
+    assert numeric_prf(prediction, reference) == expected
+
+
+def test_bytes_are_decoded():
+    assert extract_numbers(b"revenue 5 million \xff") == [5e6]
+
+
+JUNK = st.one_of(
+    st.none(),
+    st.text(max_size=300),
+    st.binary(max_size=300),
+    st.text(alphabet="0123456789.,-+()$%[]kmbKMB \n", max_size=200),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(JUNK, JUNK)
+def test_never_crashes_and_stays_in_range(prediction, reference):
+    p, r, f1 = numeric_prf(prediction, reference)
+    assert all(0.0 <= x <= 1.0 for x in (p, r, f1))
+    assert all(isinstance(v, float) for v in extract_numbers(prediction))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "1,234.5 million (6) [7] " * 40_000,  # 1 MB of numbers
+        "(" + " " * 1_000_000 + "x",  # long runs after an opener must not backtrack quadratically
+        "[A" + " " * 1_000_000 + "x",
+        "paragraph" + " " * 1_000_000 + "5",
+        "9" * 1_000_000,  # one huge number: infinite, dropped
+    ],
+)
+def test_one_megabyte_inputs(text):
+    values = extract_numbers(text)
+    assert all(v == v and abs(v) != float("inf") for v in values)

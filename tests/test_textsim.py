@@ -1,0 +1,78 @@
+"""ROUGE-L (equal to rouge-score), BERTScore with the offline model, BLEU."""
+
+import logging
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from rouge_score import rouge_scorer
+
+from lm_eval_fin import textsim
+
+
+def test_rouge_l_by_hand():
+    # LCS of "the cat sat on the mat" and "the cat lay on a mat" is "the cat on mat": 4 tokens.
+    [(p, r, f)] = textsim.rouge_l(["the cat sat on the mat"], ["the cat lay on a mat"])
+    assert (p, r, f) == pytest.approx((4 / 6, 4 / 6, 4 / 6))
+    assert textsim.lcs_length("a b c d".split(), "b d a".split()) == 2
+
+
+def test_rouge_l_equals_rouge_score():
+    scorer = rouge_scorer.RougeScorer(["rougeL"])
+    rng = random.Random(0)
+    words = "revenue rose fell 5 3.2 the of CWT AWK margin million".split()
+    for _ in range(300):
+        prediction = " ".join(rng.choices(words, k=rng.randint(0, 60)))
+        reference = " ".join(rng.choices(words, k=rng.randint(0, 60)))
+        expected = scorer.score(reference, prediction)["rougeL"]
+        [got] = textsim.rouge_l([prediction], [reference])
+        assert got == pytest.approx((expected.precision, expected.recall, expected.fmeasure), abs=1e-12)
+
+
+def test_rouge_l_empty_and_punctuation_only_score_zero():
+    assert textsim.rouge_l(["", None, "!!!", "a"], ["a", "a", "a", ""]) == [(0.0, 0.0, 0.0)] * 4
+    with pytest.raises(ValueError, match="2 predictions but 1 references"):
+        textsim.rouge_l(["a", "b"], ["a"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.text(max_size=200)), st.one_of(st.none(), st.text(max_size=200))), max_size=5))
+def test_rouge_l_never_crashes(pairs):
+    for p, r, f in textsim.rouge_l([a for a, _ in pairs], [b for _, b in pairs]):
+        assert 0.0 <= p <= 1.0 and 0.0 <= r <= 1.0 and 0.0 <= f <= 1.0
+
+
+def test_rouge_l_on_a_one_megabyte_answer():
+    answer = "revenue rose 5 percent " * 45_000
+    [(p, r, f)] = textsim.rouge_l([answer], ["revenue rose sharply"])
+    assert r == pytest.approx(2 / 3) and p == pytest.approx(2 / 180_000)
+
+
+def test_bertscore_with_the_offline_model():
+    model = textsim.offline_bertscore_model()
+    assert model is not None and model.endswith("model")
+    scores = textsim.bertscore_f1(
+        ["Revenue rose 5%.", "", "Revenue rose 5%."],
+        ["Revenue increased by five percent.", "anything", "The weather was cold in Oslo."],
+        model=model,
+    )
+    assert scores[1] == 0.0  # an empty side scores 0, bert-score's convention
+    assert scores[0] > scores[2] > 0.0
+    assert textsim.load_bert_scorer(model) is textsim.load_bert_scorer(model)  # memoised
+
+
+def test_bertscore_missing_model_is_none_with_a_warning(caplog, tmp_path):
+    missing = str(tmp_path / "no-such-model")
+    with caplog.at_level(logging.WARNING, logger="lm_eval_fin.textsim"):
+        assert textsim.bertscore_f1(["a"], ["b"], model=missing) is None
+    assert missing in caplog.text and "reported as missing" in caplog.text
+    # nothing to score: no model needed
+    assert textsim.bertscore_f1([""], ["b"], model=missing) == [0.0]
+
+
+def test_bleu():
+    assert textsim.bleu(["the cat sat on the mat"], ["the cat sat on the mat"]) == 1.0
+    assert textsim.bleu([], []) == 0.0
+    assert 0.0 < textsim.sentence_bleu(["the cat sat"], ["the cat sat on the mat"])[0] < 1.0
+    assert textsim.sentence_bleu([None], ["x"]) == [0.0]

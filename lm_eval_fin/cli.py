@@ -66,7 +66,10 @@ def demo_argv(output_path: str | None, limit: int | None) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lm-eval-fin", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="lm-eval-fin",
+        description="Financial long-form QA, attribution and retrieval tasks for lm-evaluation-harness.",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("tasks-dir", help="print the folder to pass to lm_eval --include_path")
     sub.add_parser("metrics-dir", help="print the folder holding the evaluate metric modules")
@@ -83,12 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
         command = sub.add_parser(name, help=help_text)
         add_judge_arguments(command)
         command.set_defaults(_module=module)
-        try:
-            importlib.import_module(module).add_arguments(command)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            command.set_defaults(_missing=True)
+        importlib.import_module(module).add_arguments(command)
     return parser
 
 

@@ -1,0 +1,39 @@
+"""FinCARDS (Zhou et al., 2026): card-based tournament reranking of one filing's chunks.
+
+Stages, one module each:
+
+* :mod:`~lm_eval_fin.rerank.bm25`: stage 1, BM25 within the filing, length-adaptive K;
+* :mod:`~lm_eval_fin.rerank.cards`: one structured evidence card per chunk;
+* :mod:`~lm_eval_fin.rerank.intent`: the query intent and the coverage quotas it implies;
+* :mod:`~lm_eval_fin.rerank.screening`: stage 2, round-robin group screening from cards;
+* :mod:`~lm_eval_fin.rerank.tournament`: stage 3, bootstrap listwise rounds with Borda votes;
+* :mod:`~lm_eval_fin.rerank.zeroshot`: the zero-shot listwise baseline on raw text;
+* :mod:`~lm_eval_fin.rerank.audit`, :mod:`~lm_eval_fin.rerank.cost`: the audit trace and
+  the cost accounting;
+* :mod:`~lm_eval_fin.rerank.pipeline`: the five variants of the paper's ablation end to end;
+* :mod:`~lm_eval_fin.rerank.cli`: ``lm-eval-fin rerank``.
+
+Every judge-facing format has a tolerant parser (:mod:`~lm_eval_fin.rerank.jsontext`) and a
+fallback, so an unusable answer is counted and never ends a run. Each module's docstring
+says where we follow the paper and where its public code, when the two differ.
+"""
+
+from lm_eval_fin.rerank.pipeline import (
+    VARIANTS,
+    FinCardsConfig,
+    Query,
+    RunResult,
+    VariantResult,
+    queries_from_records,
+    run_fincards,
+)
+
+__all__ = [
+    "VARIANTS",
+    "FinCardsConfig",
+    "Query",
+    "RunResult",
+    "VariantResult",
+    "queries_from_records",
+    "run_fincards",
+]

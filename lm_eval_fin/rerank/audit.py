@@ -1,0 +1,88 @@
+"""The audit trace's explanations: which card fields match a question, and why a chunk sits
+where it does in a final ranking.
+
+Card matching is deliberately plain (word overlap and shared years), so a reader can check
+it by eye: it says which of the question's metrics, entities, keywords and periods a card
+names, whether the card has the figures a numeric question needs, which coverage quota it
+could fill, and flags a period mismatch (the question names years and the card names only
+others), the error the paper finds cards most useful against.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping, Sequence
+
+from lm_eval_fin.rerank.bm25 import tokenize
+from lm_eval_fin.rerank.intent import DEFINITION, TREND, satisfies_quota
+
+_YEAR = re.compile(r"(?:19|20)\d{2}")
+# Words too common in questions about filings to say anything about a match.
+_COMMON = frozenset(
+    "the and for what was were how did does with from that this which its their company "
+    "companies year years fiscal quarter report reported filing during over into about".split()
+)
+
+
+def _years(texts: Sequence[str]) -> set[str]:
+    return {year for text in texts for year in _YEAR.findall(text)}
+
+
+def _named(term: str, card_words: set[str]) -> bool:
+    words = [w for w in tokenize(term) if w not in _COMMON]
+    return bool(words) and all(w in card_words for w in words)
+
+
+def card_matches(card: Mapping[str, Any], question: str, intent: Mapping[str, Any] | None = None) -> list[str]:
+    """The card fields that match the question, as short labels.
+
+    >>> card = {"sketch": "Revenue for fiscal 2025 rose on pump volumes", "topics": ["revenue growth"],
+    ...         "scope": {"segments": [], "geography": []}, "temporal": {"periods": ["FY2025"]},
+    ...         "verifiability": {"numeric_claim": True, "table": {"present": False, "time_columns": False},
+    ...                           "comparison": "none"},
+    ...         "role": "primary_evidence", "measurement": {"definition_present": False},
+    ...         "evidence_type": "narrative_numeric"}
+    >>> card_matches(card, "What was revenue in 2025?", {"metrics": ["revenue"], "entities": [], "keywords": [],
+    ...              "temporal": {"periods": ["FY2025"]}, "numeric": True, "relation": "lookup"})
+    ['metric:revenue', 'period:2025', 'figures']
+    """
+    scope = card["scope"]
+    card_words = set(tokenize(" ".join([card["sketch"], *card["topics"], *scope["segments"], *scope["geography"]])))
+    labels: list[str] = []
+    if intent is not None:
+        for field, label in (("metrics", "metric"), ("entities", "entity"), ("keywords", "keyword")):
+            for term in intent.get(field, []):
+                tag = f"{label}:{term.lower()}"
+                if _named(term, card_words) and not any(t.endswith(f":{term.lower()}") for t in labels):
+                    labels.append(tag)
+        wanted_years = _years([*intent.get("temporal", {}).get("periods", []), question])
+        numeric = bool(intent.get("numeric"))
+        relation = intent.get("relation")
+    else:
+        terms = dict.fromkeys(w for w in tokenize(question) if len(w) > 3 and w not in _COMMON and not w.isdigit())
+        labels.extend(f"term:{w}" for w in terms if w in card_words)
+        wanted_years = _years([question])
+        numeric, relation = False, None
+    card_years = _years([*card["temporal"]["periods"], card["sketch"]])
+    shared = sorted(wanted_years & card_years)
+    labels.extend(f"period:{year}" for year in shared)
+    if wanted_years and card_years and not shared:
+        labels.append(f"period mismatch (asks {', '.join(sorted(wanted_years))}; card {', '.join(sorted(card_years))})")
+    if numeric and card["verifiability"]["numeric_claim"]:
+        labels.append("figures")
+    if relation in ("trend", "comparison") and satisfies_quota(card, TREND):
+        labels.append("fits trend quota")
+    if relation in ("definition", "policy") and satisfies_quota(card, DEFINITION):
+        labels.append("fits definition quota")
+    return labels
+
+
+def fill_ranking(head: Sequence[int], order: Sequence[int]) -> list[int]:
+    """A full ranking: ``head`` (a stage's output), then every other chunk in ``order``
+    (BM25 order), so the output ranks all chunks of the filing.
+
+    >>> fill_ranking([4, 1], [1, 2, 3, 4])
+    [4, 1, 2, 3]
+    """
+    placed = set(head)
+    return [*head, *(chunk for chunk in order if chunk not in placed)]

@@ -1,0 +1,272 @@
+"""Stage 3 of FinCARDS: bootstrap listwise rounds aggregated with normalised Borda points.
+
+Each round shuffles the candidates (a seeded generator per query, so a run is reproducible)
+and cuts them into groups: all n candidates in one group when n <= 15, groups of
+max(15, n // 2) when n <= 50, else groups of 25 (the last group holds the remainder). The
+judge ranks each group listwise from the cards alone. A chunk ranked r-th of g earns
+(g - r) / (g - 1) points: 1 for first, 0 for last. A group of one carries no comparison, so
+its chunk earns 0.5, the expected points of a random rank; the public code gives it 1.0,
+which rewards the chunk that happened to be left over. The final order sums the points over
+all rounds (every chunk appears once per round, so sum and mean order alike); equal totals
+keep the order the candidates came in (stage-2 order in the full pipeline, BM25 order in the
+s1+s3 ablation).
+
+Stopping: after every round from the second on, the top-k set of the aggregate ranking
+(points summed over the rounds so far) is compared with the one a round earlier; a Jaccard
+similarity of at least 0.9 stops the tournament, and it never runs more than 5 rounds. The
+public code compares each round's own ranking instead; with random regrouping that top set
+moves with the grouping even when the judge is perfectly consistent (the best chunks of each
+group tie), so it rarely stops before the limit. The aggregate is what the tournament
+returns, so its stability is what the stop rule should test.
+
+Rank variance (our definition; the paper reports it without a formula): for each chunk of
+the final top k, the population variance of its position in the per-round rankings, averaged
+over those chunks. It is 0 when the rounds agree and undefined (None) with a single round.
+
+A group answer that cannot be parsed is replaced by the group in prior order (stage-2 or
+BM25 order) rather than the shuffled order the code falls back to, so a failure adds no
+noise; a partial ranking is completed with the chunks it left out, in prior order.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Hashable, Mapping, Sequence
+
+from lm_eval_fin.judge.base import JudgeRequest
+from lm_eval_fin.ranking import parse_ranking
+from lm_eval_fin.rerank.cards import render_card
+from lm_eval_fin.rerank.jsontext import as_id, parse_json_object
+
+SMALL_GROUP = 15
+LARGE_GROUP = 25
+MAX_ROUNDS = 5
+JACCARD_STOP = 0.9
+SINGLETON_POINTS = 0.5
+
+
+def group_size(n: int, small: int = SMALL_GROUP, large: int = LARGE_GROUP) -> int:
+    """Group size of a round over n candidates.
+
+    >>> [group_size(n) for n in (5, 15, 16, 31, 50, 51, 150)]
+    [5, 15, 15, 15, 25, 25, 25]
+    """
+    if n <= small:
+        return n
+    if n <= 2 * large:
+        return max(small, n // 2)
+    return large
+
+
+def regroup(items: Sequence[Hashable], size: int, rng: random.Random) -> list[list[Hashable]]:
+    """Shuffle ``items`` with ``rng`` and cut them into consecutive groups of ``size``."""
+    shuffled = list(items)
+    rng.shuffle(shuffled)
+    return [shuffled[i : i + size] for i in range(0, len(shuffled), max(size, 1))]
+
+
+def borda_points(group_len: int, rank: int) -> float:
+    """Normalised Borda points of rank ``rank`` (1-based) in a group of ``group_len``.
+
+    >>> borda_points(4, 1), borda_points(4, 2), borda_points(4, 4), borda_points(1, 1)
+    (1.0, 0.6666666666666666, 0.0, 0.5)
+    """
+    if group_len == 1:
+        return SINGLETON_POINTS
+    return (group_len - rank) / (group_len - 1)
+
+
+def round_points(ranked_groups: Sequence[Sequence[Hashable]]) -> dict[Hashable, float]:
+    """Points of one round from its groups' rankings (best first)."""
+    points: dict[Hashable, float] = {}
+    for ranking in ranked_groups:
+        for rank, item in enumerate(ranking, start=1):
+            points[item] = points.get(item, 0.0) + borda_points(len(ranking), rank)
+    return points
+
+
+def order_by_points(points: Mapping[Hashable, float], prior: Sequence[Hashable]) -> list[Hashable]:
+    """Items by descending points; equal points keep their position in ``prior``.
+
+    >>> order_by_points({"a": 1.0, "b": 2.0, "c": 1.0}, prior=["c", "b", "a"])
+    ['b', 'c', 'a']
+    """
+    position = {item: i for i, item in enumerate(prior)}
+    return sorted(points, key=lambda item: (-points[item], position.get(item, len(position))))
+
+
+def jaccard(a: set, b: set) -> float:
+    """|a & b| / |a | b|; two empty sets are identical (1.0).
+
+    >>> jaccard({1, 2, 3}, {2, 3, 4}), jaccard(set(), set())
+    (0.5, 1.0)
+    """
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+def rank_variance(round_orders: Sequence[Sequence[Hashable]], items: Sequence[Hashable]) -> float | None:
+    """Mean over ``items`` of the population variance of their 1-based position across the
+    per-round orders; None with fewer than two rounds.
+
+    >>> rank_variance([["a", "b"], ["b", "a"]], ["a", "b"])
+    0.25
+    """
+    if len(round_orders) < 2 or not items:
+        return None
+    positions = [{item: p for p, item in enumerate(order, start=1)} for order in round_orders]
+    variances = []
+    for item in items:
+        ranks = [pos[item] for pos in positions if item in pos]
+        mean = sum(ranks) / len(ranks)
+        variances.append(sum((r - mean) ** 2 for r in ranks) / len(ranks))
+    return sum(variances) / len(variances)
+
+
+def complete_ranking(ranking: Sequence[Hashable] | None, group_prior: Sequence[Hashable]) -> list[Hashable]:
+    """A full ranking of the group: the judge's order, then what it left out in prior order
+    (the whole group in prior order when there is no ranking)."""
+    ranked = list(ranking or [])
+    listed = set(ranked)
+    return ranked + [item for item in group_prior if item not in listed]
+
+
+class Tournament:
+    """The bootstrap rounds of one query: plan a round's groups, record their rankings, repeat
+    until :attr:`finished`. Holds the per-round trace used by the audit."""
+
+    def __init__(
+        self,
+        candidates: Sequence[Hashable],
+        seed: str | int,
+        top_k: int,
+        max_rounds: int = MAX_ROUNDS,
+        stop_at: float = JACCARD_STOP,
+        small: int = SMALL_GROUP,
+        large: int = LARGE_GROUP,
+    ):
+        self.prior = list(candidates)
+        self.top_k = top_k
+        self.max_rounds = max_rounds
+        self.stop_at = stop_at
+        self.size = group_size(len(self.prior), small, large)
+        self._rng = random.Random(str(seed))
+        self.rounds: list[list[list[Hashable]]] = []  # round -> group -> ranking (best first)
+        self.round_orders: list[list[Hashable]] = []  # each round ranked by its own points
+        self.similarities: list[float | None] = []
+        self.stopped: str | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.stopped is not None or not self.prior
+
+    def plan_round(self) -> list[list[Hashable]]:
+        """The groups of the next round, each in its shuffled presentation order."""
+        return regroup(self.prior, self.size, self._rng)
+
+    def record_round(self, rankings: Sequence[Sequence[Hashable] | None], groups: Sequence[Sequence[Hashable]]) -> None:
+        """Record the judge's ranking of each planned group (None: unparsable)."""
+        position = {item: i for i, item in enumerate(self.prior)}
+        ranked_groups = []
+        for ranking, group in zip(rankings, groups):
+            group_prior = sorted(group, key=position.__getitem__)
+            ranked_groups.append(complete_ranking([c for c in ranking or [] if c in group], group_prior))
+        previous = self.final_order()[: self.top_k] if self.rounds else None
+        self.rounds.append(ranked_groups)
+        self.round_orders.append(order_by_points(round_points(ranked_groups), self.prior))
+        similarity = None
+        if previous is not None:
+            similarity = jaccard(set(previous), set(self.final_order()[: self.top_k]))
+            if similarity >= self.stop_at:
+                self.stopped = "converged"
+        self.similarities.append(similarity)
+        if self.stopped is None and len(self.rounds) >= self.max_rounds:
+            self.stopped = "max_rounds"
+
+    def points(self) -> dict[Hashable, float]:
+        """Summed points of every candidate over the rounds so far."""
+        total = {item: 0.0 for item in self.prior}
+        for ranked_groups in self.rounds:
+            for item, value in round_points(ranked_groups).items():
+                total[item] += value
+        return total
+
+    def final_order(self) -> list[Hashable]:
+        return order_by_points(self.points(), self.prior)
+
+    def rank_variance(self) -> float | None:
+        return rank_variance(self.round_orders, self.final_order()[: self.top_k])
+
+    def round_positions(self, item: Hashable) -> list[int]:
+        """The item's 1-based position in each round's own ranking."""
+        return [order.index(item) + 1 for order in self.round_orders]
+
+
+# ---------------------------------------------------------------------------------------------
+# The request and its answer
+
+_INSTRUCTIONS = """You rank candidate evidence for a question about one company filing. You see the question and one card per candidate chunk; cards describe the chunks, you never see the chunks themselves.
+
+Rank every chunk of the group from most to least useful as evidence for the question. Weigh metric match, period match (a wrong year or quarter is a serious mismatch), scope (company, segment, region) and evidence type (figures and tables for numeric questions; definitions for questions about meaning or measurement). Boilerplate and headings go last. Rank relative to this group only; do not compute anything.
+
+Answer with a JSON object {"ranking": [<chunk ids, best first>]} that lists every chunk id of the group exactly once."""
+
+
+def ranking_schema(ids: Sequence[int]) -> dict:
+    return {
+        "title": "fincards_ranking",
+        "type": "object",
+        "properties": {
+            "ranking": {
+                "type": "array",
+                "items": {"enum": sorted(ids)},
+                "minItems": len(ids),
+                "maxItems": len(ids),
+            }
+        },
+        "required": ["ranking"],
+    }
+
+
+def ranking_request(
+    question: str,
+    group: Sequence[tuple[int, Mapping]],
+    max_tokens: int,
+) -> JudgeRequest:
+    """The listwise request of one group: ``group`` holds (chunk id, card) in the round's
+    shuffled order (the order is part of the bootstrap)."""
+    cards = "\n".join(render_card(chunk, card) for chunk, card in group)
+    user = f"Question: {question}\n\nCards ({len(group)} chunks):\n{cards}\n\nRanking of all {len(group)} chunk ids as JSON:"
+    return JudgeRequest(
+        messages=({"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": user}),
+        max_tokens=max_tokens,
+        temperature=0.0,
+        json_schema=ranking_schema([chunk for chunk, _ in group]),
+    )
+
+
+def parse_listwise(text: object, ids: Sequence[int]) -> list[int] | None:
+    """The ranked ids of a listwise answer (``{"ranking": [...]}`` or a bare bracketed list;
+    entries may be ids, "[Chunk Index 7]"-style strings or objects with an id), restricted
+    to ``ids``, repeats dropped; None when no id of ``ids`` is found.
+
+    >>> parse_listwise('{"ranking": [5, "2", {"id": 9}, 5, 40]}', [2, 5, 9])
+    [5, 2, 9]
+    >>> parse_listwise("Best first: [9, 2]", [2, 5, 9])
+    [9, 2]
+    """
+    allowed = set(ids)
+    raw = parse_json_object(text)
+    entries = raw.get("ranking") if raw is not None and isinstance(raw.get("ranking"), list) else None
+    if entries is None and raw is not None:
+        entries = next((v for v in raw.values() if isinstance(v, list)), None)
+    if entries:
+        ranked: list[int] = []
+        for entry in entries:
+            chunk = as_id(entry.get("id", entry.get("chunk_id")) if isinstance(entry, dict) else entry)
+            if chunk in allowed and chunk not in ranked:
+                ranked.append(chunk)
+        if ranked:
+            return ranked
+    return parse_ranking(text, list(ids))

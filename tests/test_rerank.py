@@ -1,0 +1,547 @@
+"""FinCARDS stage logic: hand-computed cases for the pure functions, tolerant parsers, and the
+whole pipeline driven by a deterministic lexical judge (tests/fincards_fixtures.py)."""
+
+import json
+import math
+import random
+
+import bm25s
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lm_eval_fin.rerank import FinCardsConfig, VARIANTS, queries_from_records, run_fincards
+from lm_eval_fin.rerank import bm25, cli, screening, tournament
+from lm_eval_fin.rerank.audit import card_matches, fill_ranking
+from lm_eval_fin.rerank.cards import card_request, chunk_key, fallback_card, parse_card
+from lm_eval_fin.rerank.intent import coverage_quotas, parse_intent, satisfies_quota
+from lm_eval_fin.rerank.jsontext import as_enum, as_id, parse_json_object
+from lm_eval_fin.rerank.screening import Pick, group_picks, merge_picks, parse_selection, round_robin_groups
+from lm_eval_fin.rerank.tournament import (
+    Tournament,
+    borda_points,
+    group_size,
+    jaccard,
+    parse_listwise,
+    rank_variance,
+    round_points,
+)
+from tests.fincards_fixtures import FILING, LexicalJudge, filing_records, write_filing
+from tests.finagentbench_fixtures import chunk_prompt
+
+# ---------------------------------------------------------------------------------------------
+# Stage 1
+
+
+@pytest.mark.parametrize(
+    "chunks, expected",
+    [(0, 0), (1, 1), (59, 59), (60, 60), (100, 60), (119, 60), (120, 60), (121, 61), (250, 125), (300, 150), (301, 150), (5000, 150)],
+)
+def test_candidate_count_clamps_half_the_filing_between_60_and_150(chunks, expected):
+    assert bm25.candidate_count(chunks) == expected
+
+
+def test_equal_bm25_scores_keep_document_order():
+    chunks = {0: "cash flow", 1: "net revenue growth", 2: "cash flow", 3: "nothing relevant", 4: "revenue"}
+    stage = bm25.bm25_stage("revenue cash", chunks)
+    assert stage.scores[0] == stage.scores[2]
+    assert stage.order.index(0) < stage.order.index(2)
+    assert stage.order[-1] == 3  # no query word: last
+
+
+def test_bm25_stage_cuts_at_k_and_ranks_by_bm25():
+    chunks = {i: f"filler text number {i}" + (" revenue" * (i % 3)) for i in range(130)}
+    stage = bm25.bm25_stage("revenue", chunks)
+    assert len(stage.candidates) == 65  # ceil(0.5 * 130)
+    assert stage.candidates == stage.order[:65]
+    assert all(stage.scores[c] >= stage.scores[d] for c, d in zip(stage.order, stage.order[1:]))
+
+
+CORPUS = [
+    "Total revenue increased 8 percent to 1.2 billion dollars in fiscal 2025.",
+    "Revenue from the pumps segment grew while water revenue was flat.",
+    "The company repurchased shares and paid a quarterly dividend.",
+    "Gross margin declined as steel prices increased; revenue rose.",
+    "Risk factors: we depend on a small number of suppliers.",
+    "Operating cash flow was 148 million dollars in fiscal 2025.",
+    "Net income rose to 96 million dollars, or 2.41 per diluted share.",
+    "Revenue revenue revenue recognition policy: revenue is recognised at delivery.",
+]
+QUESTION = "How did total revenue change in fiscal 2025?"
+
+
+def test_bm25_stage_agrees_with_bm25s_own_retrieval():
+    tokens = bm25s.tokenize(CORPUS, lower=True, token_pattern=r"(?u)\b\w+\b", stopwords=None,
+                            return_ids=False, show_progress=False)
+    retriever = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    retriever.index(tokens, show_progress=False)
+    query = bm25s.tokenize([QUESTION], lower=True, token_pattern=r"(?u)\b\w+\b", stopwords=None,
+                           return_ids=False, show_progress=False)
+    docs, scores = retriever.retrieve(query, k=len(CORPUS), show_progress=False)
+    matched = [int(d) for d, s in zip(docs[0], scores[0]) if s > 0]
+    assert len(matched) == len(set(scores[0][scores[0] > 0].round(5))) >= 5  # no ties among matches
+    stage = bm25.bm25_stage(QUESTION, dict(enumerate(CORPUS)))
+    assert list(stage.order[: len(matched)]) == matched
+    assert list(stage.order[len(matched):]) == sorted(set(range(len(CORPUS))) - set(matched))  # doc order
+
+
+def test_bm25_scores_are_the_public_codes_okapi_up_to_the_constant_k1_plus_1():
+    docs = [bm25.tokenize(t) for t in CORPUS]
+    avgdl = sum(map(len, docs)) / len(docs)
+
+    def okapi(doc):
+        total = 0.0
+        for term in bm25.tokenize(QUESTION):
+            df = sum(term in d for d in docs)
+            if term not in doc:
+                continue
+            idf = math.log((len(docs) - df + 0.5) / (df + 0.5) + 1.0)
+            tf = doc.count(term)
+            total += idf * tf * 2.5 / (tf + 1.5 * (0.25 + 0.75 * len(doc) / avgdl))
+        return total
+
+    ours = bm25.bm25_scores(QUESTION, dict(enumerate(CORPUS)))
+    for i, doc in enumerate(docs):
+        assert ours[i] * 2.5 == pytest.approx(okapi(doc), rel=1e-5)
+
+
+def test_bm25_survives_empty_chunks_and_questions():
+    assert bm25.bm25_scores("revenue", {}) == {}
+    assert bm25.bm25_scores("", {0: "a", 1: "b"}) == {0: 0.0, 1: 0.0}
+    assert bm25.bm25_scores("revenue", {0: "", 1: "!!!"}) == {0: 0.0, 1: 0.0}
+    assert bm25.bm25_scores("unseen words", {0: "revenue", 1: ""}) == {0: 0.0, 1: 0.0}
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 2
+
+
+def test_round_robin_deals_bm25_order_across_groups():
+    groups = round_robin_groups(list(range(60)))
+    assert [len(g) for g in groups] == [20, 20, 20]
+    assert groups[0][:4] == [0, 3, 6, 9] and groups[2][-1] == 59
+    assert round_robin_groups(list(range(25))) == [list(range(25))]
+    assert [len(g) for g in round_robin_groups(list(range(26)))] == [13, 13]
+    assert round_robin_groups([]) == []
+
+
+def test_keep_bounds_shrink_with_small_groups():
+    assert screening.keep_bounds(25) == (8, 15)
+    assert screening.keep_bounds(12) == (8, 12)
+    assert screening.keep_bounds(3) == (3, 3)
+
+
+def test_union_keeps_the_maximum_score_and_breaks_ties_by_bm25():
+    picks = [Pick(7, 60, 0), Pick(3, 80, 1), Pick(7, 90, 2, "better"), Pick(5, 80, 0), Pick(9, 10, 1)]
+    merged = merge_picks(picks, bm25_rank={3: 2, 5: 1, 7: 3, 9: 4}, top_n=3)
+    assert [(p.chunk, p.score, p.reason) for p in merged] == [(7, 90, "better"), (5, 80, ""), (3, 80, "")]
+
+
+def _card(table=False, time_columns=False, periods=(), role="primary_evidence", definition=False):
+    card = fallback_card("x")
+    card.update(role=role, source="judge")
+    card["temporal"]["periods"] = list(periods)
+    card["verifiability"]["table"].update(present=table, time_columns=time_columns)
+    card["measurement"]["definition_present"] = definition
+    return card
+
+
+def test_quotas_are_filled_from_the_group_when_the_judge_misses_them():
+    cards = {1: _card(), 2: _card(), 3: _card(table=True, time_columns=True), 4: _card(table=True, time_columns=True),
+             5: _card(role="definition")}
+    group = [1, 2, 3, 4, 5]  # BM25 order
+    picks = group_picks(0, group, [(1, 90.0, "a"), (2, 70.0, "b")], cards, ["trend", "definition"])
+    assert [(p.chunk, p.score, p.via) for p in picks] == [
+        (1, 90.0, "judge"), (2, 70.0, "judge"), (3, 70.0, "quota:trend"), (5, 70.0, "quota:definition")
+    ]
+    # a selection that already fills the quota is left alone
+    assert len(group_picks(0, group, [(4, 50.0, "")], cards, ["trend"])) == 1
+
+
+def test_an_unparsable_group_keeps_its_bm25_head_at_score_zero():
+    picks = group_picks(2, [9, 8, 7], None, {}, ["trend"], low=2)
+    assert [(p.chunk, p.score, p.group, p.via) for p in picks] == [(9, 0.0, 2, "fallback"), (8, 0.0, 2, "fallback")]
+
+
+def test_quota_rules():
+    assert satisfies_quota(_card(table=True, time_columns=True), "trend")
+    assert satisfies_quota(_card(table=True, periods=["FY2024", "FY2025"]), "trend")
+    assert not satisfies_quota(_card(table=False, time_columns=True), "trend")
+    assert satisfies_quota(_card(definition=True), "definition")
+    assert not satisfies_quota(_card(), "definition")
+    assert coverage_quotas({"relation": "trend"}, "") == ["trend"]
+    assert coverage_quotas({"relation": "policy"}, "") == ["definition"]
+    assert coverage_quotas({"relation": "lookup"}, "How did revenue change?") == []  # the intent decides
+    assert coverage_quotas(None, "How did revenue change year over year?") == ["trend"]
+    assert coverage_quotas(None, "What was revenue in the second quarter?") == []
+
+
+# ---------------------------------------------------------------------------------------------
+# Stage 3
+
+
+@pytest.mark.parametrize("n, size", [(1, 1), (15, 15), (16, 15), (30, 15), (31, 15), (40, 20), (50, 25), (51, 25), (150, 25)])
+def test_stage3_group_size(n, size):
+    assert group_size(n) == size
+
+
+def test_regrouping_is_seeded_and_covers_every_candidate():
+    items = list(range(40))
+    first = tournament.regroup(items, 20, random.Random("7"))
+    assert first == tournament.regroup(items, 20, random.Random("7"))
+    assert first != tournament.regroup(items, 20, random.Random("8"))
+    assert sorted(c for g in first for c in g) == items and [len(g) for g in first] == [20, 20]
+
+
+def test_normalised_borda_points():
+    assert [borda_points(5, r) for r in range(1, 6)] == [1.0, 0.75, 0.5, 0.25, 0.0]
+    assert borda_points(1, 1) == 0.5  # a group of one carries no comparison
+    assert round_points([["a", "b", "c"], ["d", "e"], ["f"]]) == {"a": 1.0, "b": 0.5, "c": 0.0, "d": 1.0, "e": 0.0, "f": 0.5}
+
+
+class _Scripted:
+    """Answers each planned group with a fixed preference order."""
+
+    def __init__(self, preference):
+        self.preference = preference
+
+    def __call__(self, groups):
+        return [sorted(g, key=self.preference.index) for g in groups]
+
+
+def test_borda_sums_over_rounds_and_ties_keep_prior_order():
+    t = Tournament(list("abcd"), seed=1, top_k=2, max_rounds=2)
+    # round 1: [a, b] [c, d]; round 2: [b, c] [d, a]  (hand-made groups, not planned ones)
+    t.record_round([["a", "b"], ["c", "d"]], [["a", "b"], ["c", "d"]])
+    t.record_round([["b", "c"], ["d", "a"]], [["b", "c"], ["d", "a"]])
+    assert t.points() == {"a": 1.0, "b": 1.0, "c": 1.0, "d": 1.0}
+    assert t.final_order() == list("abcd")  # all tied: prior order
+    assert t.stopped == "max_rounds"
+
+
+def test_jaccard_stop_needs_two_agreeing_rounds():
+    assert jaccard({1, 2, 3}, {1, 2, 4}) == 0.5
+    assert jaccard(set(), set()) == 1.0
+    pool = list(range(12))  # one group per round: a consistent judge gives identical rounds
+    answer = _Scripted(pool)
+    t = Tournament(pool, seed=0, top_k=5)
+    while not t.finished:
+        groups = t.plan_round()
+        t.record_round(answer(groups), groups)
+    assert t.stopped == "converged" and len(t.rounds) == 2 and t.similarities == [None, 1.0]
+    assert t.final_order() == pool and t.rank_variance() == 0.0
+
+
+def test_stop_rule_compares_the_aggregate_top_k_of_consecutive_rounds():
+    t = Tournament(list("abcdef"), seed=0, top_k=2, max_rounds=5)
+    groups = [list("abc"), list("def")]
+    t.record_round([list("abc"), list("def")], groups)  # aggregate top 2: a, d
+    t.record_round([list("cba"), list("fed")], groups)  # all tied at 1: prior order a, b
+    assert t.similarities == [None, pytest.approx(1 / 3)] and not t.finished
+    t.record_round([list("abc"), list("def")], groups)  # a, d lead again: top 2 {a, d}
+    assert t.similarities[-1] == pytest.approx(1 / 3)
+    t.record_round([list("abc"), list("dfe")], groups)  # a 3, d 3: top 2 {a, d} again
+    assert t.similarities[-1] == 1.0 and t.stopped == "converged" and len(t.rounds) == 4
+
+
+def test_random_answers_report_rank_variance():
+    pool = list(range(30))
+    rng = random.Random(3)
+    t = Tournament(pool, seed=0, top_k=5, max_rounds=4)
+    while not t.finished:
+        groups = t.plan_round()
+        t.record_round([rng.sample(g, len(g)) for g in groups], groups)
+    assert 2 <= len(t.rounds) <= 4
+    assert t.stopped == ("converged" if t.similarities[-1] >= 0.9 else "max_rounds")
+    assert t.rank_variance() > 0
+
+
+def test_rank_variance_by_hand():
+    assert rank_variance([["a", "b", "c"], ["b", "a", "c"], ["a", "c", "b"]], ["a", "b"]) == pytest.approx(
+        ((2 / 9) + (2 / 3)) / 2  # a at 1,2,1; b at 2,1,3
+    )
+    assert rank_variance([["a", "b"]], ["a"]) is None
+
+
+def test_unparsable_and_partial_group_answers_fall_back_to_prior_order():
+    t = Tournament([5, 6, 7, 8], seed=0, top_k=2, max_rounds=1)
+    t.record_round([None, [8]], [[7, 5], [8, 6]])
+    assert t.rounds[0] == [[5, 7], [8, 6]]
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsers
+
+
+def test_json_objects_are_found_and_truncated_ones_repaired():
+    assert parse_json_object('```json\n{"a": [1, 2]}\n```') == {"a": [1, 2]}
+    assert parse_json_object('Here: {"a": 1} and {"b": 2}') == {"a": 1}
+    assert parse_json_object('{"a": {"b": [1, 2, {"c": "unfinished') == {"a": {"b": [1, 2]}}
+    assert parse_json_object('{"score": 8') is None  # a number cut by the budget is not trusted
+    assert parse_json_object('{"n": 85, "m": tr') == {"n": 85}
+    assert parse_json_object("[1, 2, 3]") is None
+    assert parse_json_object(None) is None and parse_json_object(b'{"x": 1}') == {"x": 1}
+
+
+def test_enums_ids_and_cards_are_read_tolerantly():
+    assert as_enum("Non GAAP", ("GAAP", "non-GAAP"), "unknown") == "non-GAAP"
+    assert as_enum(3, ("a",), "d") == "d"
+    assert as_id("[Chunk Index 12]") == 12 and as_id(True) is None
+    card = parse_card(
+        '{"role": "Primary Evidence", "evidence_type": "table_numeric", "sketch": "Revenue by segment",'
+        ' "answerability": {"trend": 7}, "verifiability": {"numeric_claim": "yes", "table": {"present": true}},'
+        ' "risk": {"limitations": ["no_period", "made_up"]}, "temporal": {"periods": "FY2024"}}'
+    )
+    assert card["role"] == "primary_evidence" and card["answerability"]["trend"] == 1.0
+    assert card["verifiability"]["numeric_claim"] is True and card["verifiability"]["table"]["present"] is True
+    assert card["risk"]["limitations"] == ["no_period"] and card["temporal"]["periods"] == ["FY2024"]
+    assert parse_card("not a card") is None and parse_card('{"unrelated": 1}') is None
+
+
+def test_card_requests_depend_on_the_chunk_only():
+    a, b = card_request("Revenue was $5 million.", 64), card_request("Revenue was $5 million.", 64)
+    assert a == b and "Revenue was $5 million." in a.messages[-1]["content"]
+    assert chunk_key("x") == chunk_key("x") != chunk_key("y")
+
+
+def test_selection_and_listwise_parsers():
+    text = '{"selected": [{"id": "[Chunk Index 4]", "score": 140}, {"id": 4, "score": 1}, {"id": 2}, {"id": 99, "score": 5}]}'
+    assert parse_selection(text, [2, 4]) == [(4, 100.0, ""), (2, 50.0, "")]
+    assert parse_selection('{"selected": []}', [1]) is None
+    assert parse_listwise('{"ranking": [3, 3, 1]}', [1, 2, 3]) == [3, 1]
+    assert parse_listwise("```\n[2, 1]\n```", [1, 2, 3]) == [2, 1]
+    assert parse_listwise("no idea", [1, 2]) is None
+
+
+def test_intent_parser_and_fallback_fields():
+    intent = parse_intent('{"topic": "revenue", "relation": "comparison", "temporal": {"periods": ["FY2024", 2025]}}')
+    assert intent["topic"] == "Revenue" and intent["relation"] == "comparison"
+    assert intent["temporal"]["periods"] == ["FY2024", "2025"] and intent["numeric"] is False
+    assert parse_intent("[]") is None
+
+
+JUNK = st.one_of(st.none(), st.text(max_size=400), st.binary(max_size=400), st.integers(), st.lists(st.integers()))
+
+
+@settings(max_examples=150, deadline=None)
+@given(JUNK)
+def test_parsers_never_raise_on_junk(junk):
+    for value in (parse_json_object(junk), parse_card(junk), parse_intent(junk)):
+        assert value is None or isinstance(value, dict)
+    assert parse_selection(junk, [1, 2, 3]) is None or all(c in (1, 2, 3) for c, _, _ in parse_selection(junk, [1, 2, 3]))
+    assert parse_listwise(junk, [1, 2, 3]) is None or set(parse_listwise(junk, [1, 2, 3])) <= {1, 2, 3}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+                    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=8), kids, max_size=4),
+                    max_leaves=20),
+       st.integers(min_value=1, max_value=200))
+def test_truncated_json_objects_repair_to_a_dict_or_nothing(value, cut):
+    text = json.dumps({"payload": value})
+    repaired = parse_json_object(text[:cut])
+    assert repaired is None or isinstance(repaired, dict)
+    assert parse_json_object(text) == {"payload": value}
+
+
+def test_megabyte_inputs_are_handled():
+    big = "{" + '"a": [' * 50_000 + "1" + "x" * 1_000_000
+    assert parse_json_object(big) is None or isinstance(parse_json_object(big), dict)
+    assert parse_card("y" * 1_000_000) is None
+    assert bm25.bm25_scores("revenue", {0: "revenue " * 100_000, 1: "cost"})[0] > 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Audit helpers
+
+
+def test_card_matches_flag_period_mismatches():
+    card = _card(periods=["FY2022"])
+    card["sketch"] = "Gross margin for fiscal 2022"
+    labels = card_matches(card, "What was gross margin in 2024?",
+                          {"metrics": ["gross margin"], "entities": [], "keywords": [], "temporal": {"periods": ["FY2024"]},
+                           "numeric": False, "relation": "lookup"})
+    assert labels == ["metric:gross margin", "period mismatch (asks 2024; card 2022)"]
+    assert card_matches(card, "gross margin trend", None) == ["term:gross", "term:margin"]
+    assert fill_ranking([3], [1, 2, 3]) == [3, 1, 2]
+
+
+# ---------------------------------------------------------------------------------------------
+# The pipeline with the lexical judge
+
+SMALL = FinCardsConfig(group_size=3, min_keep=1, max_keep=2, top_n=4)
+
+
+def test_every_variant_ranks_every_chunk_and_books_its_cost():
+    queries = queries_from_records(filing_records())
+    judge = LexicalJudge()
+    run = run_fincards(queries, judge, VARIANTS, SMALL)
+    assert [(r.query_id, r.variant) for r in run.results] == [(q.id, v) for q in queries for v in VARIANTS]
+    for result in run.results:
+        assert sorted(result.ranking) == list(range(len(FILING)))
+        assert all(0.0 <= result.scores[m] <= 1.0 for m in ("ndcg", "map", "mrr"))
+        assert len(result.audit["final"]) == len(FILING)
+    by = {(r.query_id, r.variant): r for r in run.results}
+    # cards: one request per distinct chunk for both queries, their cost shared evenly
+    kinds = [r.json_schema["title"] for r in judge.requests]
+    assert kinds.count("fincards_card") == len(FILING) == run.distinct_chunks
+    assert by[("q-trend", "bm25")].cost["calls"] == 0
+    assert by[("q-trend", "llm")].cost["calls"] == 1
+    assert by[("q-trend", "s1+s2")].cost["calls"] == len(FILING) / 2 + 1 + 2  # card share + intent + 2 groups
+    assert by[("q-trend", "full")].cost["calls"] > by[("q-trend", "s1+s2")].cost["calls"]
+    assert sum(c.unusable for c in run.stages.values()) == 0
+    # the trend question's table chunk comes first; the definition comes first for its question
+    assert by[("q-trend", "full")].ranking[0] == 2
+    assert by[("q-define", "full")].ranking[0] == 3
+    trace = by[("q-trend", "full")].audit
+    assert trace["quotas"] == ["trend"] and trace["stage3"]["stopped"] == "converged"
+    assert "fits trend quota" in trace["final"][0]["card_matches"]
+    assert trace["final"][0]["why"].startswith("Borda")
+
+
+def test_each_stage_is_one_batch_across_queries():
+    class Batches(LexicalJudge):
+        def __init__(self):
+            super().__init__()
+            self.batches = []
+
+        def complete(self, requests, desc="judge"):
+            self.batches.append((desc, len(requests)))
+            return super().complete(requests, desc)
+
+    judge = Batches()
+    run_fincards(queries_from_records(filing_records()), judge, VARIANTS, SMALL)
+    descs = [d for d, _ in judge.batches]
+    for stage in ("cards", "intent", "llm", "screening"):
+        assert descs.count(f"fincards {stage}") == 1
+    assert dict(judge.batches)["fincards screening"] == 4  # 2 groups x 2 queries
+    assert 2 <= descs.count("fincards ranking") <= SMALL.max_rounds
+
+
+def test_an_unusable_judge_leaves_bm25_order_and_is_counted():
+    queries = queries_from_records(filing_records())
+    broken = LexicalJudge(broken={"fincards_card", "fincards_intent", "fincards_screening", "fincards_ranking",
+                                  "fincards_zeroshot"})
+    run = run_fincards(queries, broken, VARIANTS, FinCardsConfig(max_attempts=2))
+    bm25_order = {r.query_id: r.ranking for r in run.results if r.variant == "bm25"}
+    for result in run.results:
+        assert result.ranking == bm25_order[result.query_id], result.variant
+    assert all(c.unusable == c.requests > 0 for c in run.stages.values())
+    assert len(broken.requests) == 2 * sum(c.requests for c in run.stages.values())  # every request re-asked once
+    card = run.results[-1].audit["final"][0]
+    assert card["card_source"] == "fallback"
+
+
+def test_fixed_seed_is_reproducible_and_seeds_change_the_groups():
+    filing = [f"chunk {i} revenue {'growth ' * (i % 4)}segment {i % 5}" for i in range(40)]
+    records = [{"uuid": "big", "messages": [{"role": "user", "content": chunk_prompt("revenue growth by segment", filing)}],
+                "qrel": {"3": 2}}]
+    queries = queries_from_records(records)
+
+    def run(seed):
+        judge = LexicalJudge()
+        result = run_fincards(queries, judge, ("s1+s3", "full"), FinCardsConfig(seed=seed))
+        groups = [r["groups"] for r in result.results[0].audit["stage3"]["rounds"]]
+        return [r.ranking for r in result.results], groups, [r.messages for r in judge.requests]
+
+    assert run(1) == run(1)
+    assert run(1)[1] != run(2)[1]
+
+
+def test_variants_other_than_bm25_need_a_judge():
+    queries = queries_from_records(filing_records())
+    assert len(run_fincards(queries, None, ("bm25",)).results) == 2
+    with pytest.raises(ValueError, match="need a judge"):
+        run_fincards(queries, None, ("full",))
+    with pytest.raises(ValueError, match="unknown variant"):
+        run_fincards(queries, LexicalJudge(), ("s2",))
+
+
+def test_a_record_without_chunks_gets_an_empty_ranking():
+    records = filing_records() + [{"uuid": "empty", "messages": [{"role": "user", "content": "Question: anything?"}],
+                                   "qrel": {"0": 1}}]
+    run = run_fincards(queries_from_records(records), LexicalJudge(), VARIANTS, SMALL)
+    empty = [r for r in run.results if r.query_id == "empty"]
+    assert [r.ranking for r in empty] == [[]] * len(VARIANTS)
+    assert all(r.scores == {"ndcg": 0.0, "map": 0.0, "mrr": 0.0} for r in empty)
+
+
+def test_costs_follow_requests_through_re_asks_and_duplicates():
+    from lm_eval_fin.judge import JudgeRequest, JudgeResponse, complete_parsed
+    from lm_eval_fin.rerank.cost import MeteredJudge
+
+    class FirstTryFails:
+        spec = "test:flaky"
+
+        def complete(self, requests, desc="judge"):
+            return [JudgeResponse("ok" if r.attempt else "??", prompt_tokens=5, completion_tokens=1) for r in requests]
+
+    metered = MeteredJudge(FirstTryFails())
+    same = JudgeRequest(messages=({"role": "user", "content": "same"},))
+    other = JudgeRequest(messages=({"role": "user", "content": "other"},))
+    metered.expect([same, same, other], ["a", "b", "c"])
+    parsed = complete_parsed(metered, [same, same, other], lambda t: t if t == "ok" else None)
+    assert parsed == ["ok", "ok", "ok"]
+    assert {o: (c.calls, c.prompt_tokens) for o, c in metered.costs.items()} == {"a": (2, 10), "b": (2, 10), "c": (2, 10)}
+    assert metered.cost(["a", "c"]).calls == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# The CLI in-process, without a judge
+
+
+def _args(**overrides):
+    import argparse
+
+    from lm_eval_fin.judge.options import add_judge_arguments
+
+    parser = argparse.ArgumentParser()
+    add_judge_arguments(parser)
+    cli.add_arguments(parser)
+    argv = []
+    for key, value in overrides.items():
+        argv += [f"--{key.replace('_', '-')}", str(value)]
+    return parser.parse_args(argv)
+
+
+def test_cli_bm25_writes_rankings_and_prints_scores(tmp_path, capsys):
+    data = write_filing(tmp_path / "chunks.jsonl")
+    out = tmp_path / "run.jsonl"
+    assert cli.main(_args(data=data, variant="bm25", out=out, judge="")) == 0
+    printed = capsys.readouterr().out
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["id"] for r in lines] == ["q-trend", "q-define"]
+    assert "nDCG@10" in printed and "bm25" in printed
+    ndcg = sum(r["scores"]["ndcg"] for r in lines) / 2
+    assert f"{100 * ndcg:8.2f}" in printed
+
+
+def test_cli_records_without_qrel_get_rankings_and_a_note(tmp_path, capsys):
+    data = write_filing(tmp_path / "chunks.jsonl", with_qrel=False)
+    out = tmp_path / "run.jsonl"
+    assert cli.main(_args(data=data, variant="bm25", out=out, judge="")) == 0
+    assert "no qrel" in capsys.readouterr().out
+    assert all(json.loads(line)["scores"] is None for line in out.read_text().splitlines())
+
+
+def test_cli_errors_are_clear(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
+    data = write_filing(tmp_path / "chunks.jsonl")
+    assert cli.main(_args(data=data, variant="full", judge="")) == 2
+    assert "need a judge" in capsys.readouterr().err
+    assert cli.main(_args(data=tmp_path / "missing.jsonl", variant="bm25", judge="")) == 2
+    (tmp_path / "bad.jsonl").write_text("not json\n")
+    assert cli.main(_args(data=tmp_path / "bad.jsonl", variant="bm25", judge="")) == 2
+    assert "not JSON" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "module",
+    ["jsontext", "bm25", "cards", "intent", "screening", "tournament", "audit"],
+)
+def test_docstring_examples(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(f"lm_eval_fin.rerank.{module}"))
+    assert result.attempted > 0 and result.failed == 0

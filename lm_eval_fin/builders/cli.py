@@ -1,0 +1,126 @@
+"""``lm-eval-fin build earnings-call``: make the fin_ems dataset.
+
+    lm-eval-fin build earnings-call --output data/ems \\
+        --judge vllm:Qwen/Qwen2.5-7B-Instruct                 # all three roles
+    lm-eval-fin build earnings-call --source ./transcripts --tickers AAPL,MSFT \\
+        --answerer-a openai:http://127.0.0.1:8000/v1#model-a \\
+        --answerer-b openai:http://127.0.0.1:8001/v1#model-b \\
+        --consolidator openai:http://127.0.0.1:8000/v1#model-a --output data/ems
+
+The judge options (``--judge-max-tokens`` ...) apply to all three roles. See
+:mod:`lm_eval_fin.builders.earnings_call` for the record format and call selection.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from lm_eval_fin.builders import earnings_call as ec
+
+DATASETS = ("earnings-call",)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dataset", choices=DATASETS, help="the dataset to build")
+    parser.add_argument("--output", required=True, help="output folder (JSONL + save_to_disk folder)")
+    parser.add_argument(
+        "--source",
+        default="hub",
+        help=f"'hub' for {ec.HUB_DATASET}, or a folder of <TICKER>_<YYYY-MM-DD>.txt files "
+        "(or .txt with a .json sidecar giving ticker and call_date) and/or hub-style .jsonl files",
+    )
+    parser.add_argument(
+        "--revision", default=ec.HUB_REVISION, help="hub dataset revision (pinned by default)"
+    )
+    parser.add_argument(
+        "--tickers",
+        default=",".join(ec.PAPER_COMPANIES),
+        help="comma-separated tickers (default: the paper's ten companies)",
+    )
+    parser.add_argument(
+        "--quarter", default=ec.PAPER_QUARTER, help="calendar quarter, e.g. 2024Q3 (the paper's)"
+    )
+    parser.add_argument(
+        "--quarter-basis",
+        choices=("results", "call"),
+        default="results",
+        help="results: calls reporting that quarter, held in the quarter after it (default); "
+        "call: calls held in that quarter",
+    )
+    parser.add_argument("--questions", default=None, help="questions JSON (default: the paper's five)")
+    parser.add_argument(
+        "--answerer-a", default=None, help="judge spec of the first answerer (default: --judge)"
+    )
+    parser.add_argument(
+        "--answerer-b", default=None, help="judge spec of the second answerer (default: --judge)"
+    )
+    parser.add_argument(
+        "--consolidator", default=None, help="judge spec of the consolidator (default: --judge)"
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from lm_eval_fin.judge import load_judge
+    from lm_eval_fin.judge.options import options_from_args
+
+    roles = {
+        "answerer_a": args.answerer_a or args.judge,
+        "answerer_b": args.answerer_b or args.judge,
+        "consolidator": args.consolidator or args.judge,
+    }
+    unset = [name for name, spec in roles.items() if not spec]
+    if unset:
+        print(
+            f"error: no judge for {', '.join(unset)}: pass --judge (or $LM_EVAL_FIN_JUDGE) or "
+            "--answerer-a/--answerer-b/--consolidator",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        tickers = [t.strip().upper() for t in args.tickers.split(",") if t.strip()]
+        year, quarter = ec.parse_quarter(args.quarter)
+        window = ec.quarter_window(year, quarter, args.quarter_basis)
+        questions = ec.load_questions(args.questions)
+        transcripts, source = ec.transcripts_from_source(args.source, tickers, args.revision)
+        selected = ec.select_transcripts(transcripts, tickers, window)
+    except ec.BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not selected:
+        print(
+            f"error: no call of {', '.join(tickers)} held {window[0]}..{window[1]} in {source}",
+            file=sys.stderr,
+        )
+        return 1
+
+    # One judge per distinct spec: a model serving two roles is loaded once.
+    options = options_from_args(args)
+    judges = {spec: load_judge(spec, options) for spec in dict.fromkeys(roles.values())}
+    report = ec.build_records(
+        selected,
+        questions,
+        judges[roles["answerer_a"]],
+        judges[roles["answerer_b"]],
+        judges[roles["consolidator"]],
+        source,
+    )
+    if not report.records:
+        print("error: no reference could be made (every judge call failed)", file=sys.stderr)
+        return 1
+    jsonl, disk = ec.write_dataset(report.records, args.output)
+    summary = {
+        "transcripts": [f"{t.ticker} {t.call_date}" for t in selected],
+        "records": len(report.records),
+        "skipped": report.skipped,
+        "seconds": {k: round(v, 2) for k, v in report.seconds.items()},
+        "jsonl": str(jsonl),
+        "dataset": str(disk),
+    }
+    print(json.dumps(summary, indent=2))
+    print(
+        f'run it: lm-eval-fin run --tasks fin_ems --metadata \'{{"data_path": "{args.output}"}}\' ...',
+        file=sys.stderr,
+    )
+    return 0

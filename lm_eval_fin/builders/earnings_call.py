@@ -1,0 +1,536 @@
+"""The earnings-call dataset of the EMS paper: transcripts, five questions, reference answers.
+
+Records (one per transcript and question), written as JSONL and with
+``datasets.Dataset.save_to_disk`` by :func:`write_dataset`, read back by :func:`read_dataset`:
+
+    id              "<TICKER>-<call date>-<question id>"
+    company         company name (the hub's ``company_name``, a sidecar's, or the ticker)
+    ticker          upper-case ticker
+    call_date       ISO date the call was held
+    fiscal_period   the source's fiscal label, e.g. "FY2025 Q1" (informative only; "" if none)
+    question_id     "q1".."q5"
+    question        the question, as shipped in lm_eval_fin/data/ems_questions.json
+    transcript      the whole transcript text
+    reference       the consolidated reference answer
+    provenance      {source, answerer_a, answerer_b, consolidator, answer_prompt_hash,
+                     consolidate_prompt_hash, built_at, lm_eval_fin_version}
+
+Selecting calls. Companies name their quarters by fiscal year (Apple's fiscal Q4 2024 and
+Microsoft's fiscal Q1 2025 were both reported in October 2024), so calls are selected by the
+date they were held, never by the source's year/quarter labels. ``--quarter 2024Q3`` means,
+by default, the calls that report calendar Q3 2024 results: calls held in the calendar
+quarter after it (2024-10-01 to 2024-12-31), as the paper's dataset does. With
+``quarter_basis="call"`` the call date itself must fall in the quarter.
+
+References, the paper's way: two answerer models answer each question on their own; a third
+call (the consolidator) merges the two answers with the transcript at hand. Every stage is
+one batch through the judge layer (all answers of answerer A for all transcripts, then all of
+B, then all consolidations), cached, so an interrupted build resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+logger = logging.getLogger(__name__)
+
+HUB_DATASET = "kurry/sp500_earnings_transcripts"
+# A fixed revision of the hub dataset, so that a rebuild reads the same transcripts.
+HUB_REVISION = "f3ded372da8d18dc6ad98955c4558e34b5fe6d45"
+
+JSONL_NAME = "earnings_call_qa.jsonl"
+DISK_NAME = "hf_dataset"
+RECORD_FIELDS = (
+    "id",
+    "company",
+    "ticker",
+    "call_date",
+    "fiscal_period",
+    "question_id",
+    "question",
+    "transcript",
+    "reference",
+    "provenance",
+)
+REQUIRED_FIELDS = ("id", "question", "transcript", "reference")
+
+# The paper's ten companies (the largest S&P 500 members in 2024) and their names.
+PAPER_COMPANIES = {
+    "AAPL": "Apple Inc.",
+    "NVDA": "NVIDIA Corporation",
+    "MSFT": "Microsoft Corporation",
+    "GOOGL": "Alphabet Inc.",
+    "AMZN": "Amazon.com, Inc.",
+    "META": "Meta Platforms, Inc.",
+    "TSLA": "Tesla, Inc.",
+    "AVGO": "Broadcom Inc.",
+    "JPM": "JPMorgan Chase & Co.",
+    "LLY": "Eli Lilly and Company",
+}
+PAPER_QUARTER = "2024Q3"
+
+# Local transcript files: <TICKER>_<YYYY-MM-DD>.txt, the call date in the name ...
+_DATED_NAME = re.compile(r"^(?P<ticker>[A-Za-z][A-Za-z.\-]{0,9})_(?P<date>\d{4}-\d{2}-\d{2})$")
+# ... and names like AAPL_2024_Q4 that carry a fiscal label, which needs a sidecar for the date.
+_FISCAL_NAME = re.compile(
+    r"^(?P<ticker>[A-Za-z][A-Za-z.\-]{0,9})_(?:FY)?(?P<year>\d{4})_?Q(?P<q>[1-4])$", re.IGNORECASE
+)
+
+
+class BuildError(ValueError):
+    """Input the builder cannot use, with what it expected."""
+
+
+@dataclass(frozen=True)
+class Transcript:
+    ticker: str
+    company: str
+    call_date: dt.date
+    text: str
+    fiscal_period: str = ""
+    source: str = ""
+
+
+# ------------------------------------------------------------------------------ selection
+
+
+def parse_quarter(text: str) -> tuple[int, int]:
+    """``"2024Q3"`` (or ``2024-Q3``, ``Q3 2024``) -> (2024, 3)."""
+    match = re.fullmatch(
+        r"\s*(\d{4})\s*-?\s*Q([1-4])\s*|\s*Q([1-4])\s*-?\s*(\d{4})\s*", text or "", re.IGNORECASE
+    )
+    if not match:
+        raise BuildError(f"bad quarter {text!r}: expected e.g. 2024Q3")
+    if match.group(1):
+        return int(match.group(1)), int(match.group(2))
+    return int(match.group(4)), int(match.group(3))
+
+
+def quarter_window(year: int, quarter: int, basis: str = "results") -> tuple[dt.date, dt.date]:
+    """First and last call date selected for calendar quarter ``year``/``quarter``.
+
+    ``basis="results"``: calls reporting that quarter, held in the next calendar quarter.
+    ``basis="call"``: calls held in that quarter.
+
+    >>> quarter_window(2024, 3)
+    (datetime.date(2024, 10, 1), datetime.date(2024, 12, 31))
+    >>> quarter_window(2024, 4, basis="call")
+    (datetime.date(2024, 10, 1), datetime.date(2024, 12, 31))
+    """
+    if basis not in ("results", "call"):
+        raise BuildError(f"quarter basis must be 'results' or 'call', got {basis!r}")
+    if basis == "results":
+        year, quarter = (year + 1, 1) if quarter == 4 else (year, quarter + 1)
+    first = dt.date(year, 3 * quarter - 2, 1)
+    next_first = dt.date(year + 1, 1, 1) if quarter == 4 else dt.date(year, 3 * quarter + 1, 1)
+    return first, next_first - dt.timedelta(days=1)
+
+
+def select_transcripts(
+    transcripts: Iterable[Transcript], tickers: Sequence[str], window: tuple[dt.date, dt.date]
+) -> list[Transcript]:
+    """The calls of ``tickers`` held within ``window``: the earliest per ticker (a second
+    call in the window is reported and left out), in the order of ``tickers``."""
+    wanted = [t.upper() for t in tickers]
+    first, last = window
+    chosen: dict[str, Transcript] = {}
+    for transcript in transcripts:
+        if transcript.ticker not in wanted or not first <= transcript.call_date <= last:
+            continue
+        kept = chosen.get(transcript.ticker)
+        if kept is None or transcript.call_date < kept.call_date:
+            if kept is not None:
+                logger.warning(
+                    "%s: two calls in the window; keeping %s, leaving out %s",
+                    transcript.ticker,
+                    transcript.call_date,
+                    kept.call_date,
+                )
+            chosen[transcript.ticker] = transcript
+        else:
+            logger.warning(
+                "%s: two calls in the window; keeping %s, leaving out %s",
+                transcript.ticker,
+                kept.call_date,
+                transcript.call_date,
+            )
+    missing = [t for t in wanted if t not in chosen]
+    if missing:
+        logger.warning("no call in %s..%s for: %s", first, last, ", ".join(missing))
+    return [chosen[t] for t in wanted if t in chosen]
+
+
+# --------------------------------------------------------------------------------- sources
+
+
+def parse_call_date(value: Any) -> dt.date:
+    """A call date from a date, a datetime or a string starting with YYYY-MM-DD."""
+    if isinstance(value, dt.datetime):
+        return value.date()
+    if isinstance(value, dt.date):
+        return value
+    match = re.match(r"\s*(\d{4}-\d{2}-\d{2})", str(value or ""))
+    if not match:
+        raise BuildError(f"bad call date {value!r}: expected YYYY-MM-DD")
+    try:
+        return dt.date.fromisoformat(match.group(1))
+    except ValueError as exc:
+        raise BuildError(f"bad call date {value!r}: {exc}") from None
+
+
+def _first(record: dict, *keys: str) -> Any:
+    for key in keys:
+        if record.get(key) not in (None, ""):
+            return record[key]
+    return None
+
+
+def transcript_from_record(record: dict, source: str) -> Transcript:
+    """A transcript from a hub-style record (``symbol``, ``date``, ``content``, optional
+    ``company_name``, fiscal ``year``/``quarter``); ``ticker``/``call_date``/``transcript``/
+    ``company`` are accepted too."""
+    ticker = _first(record, "symbol", "ticker")
+    text = _first(record, "content", "transcript", "text")
+    date = _first(record, "date", "call_date")
+    if not ticker or not isinstance(text, str) or date is None:
+        raise BuildError(
+            f"{source}: a transcript record needs a ticker ('symbol'), the call date ('date', "
+            f"YYYY-MM-DD) and the text ('content'); got keys {sorted(record)}"
+        )
+    ticker = str(ticker).upper().strip()
+    year, quarter = record.get("year"), record.get("quarter")
+    fiscal = f"FY{int(year)} Q{int(quarter)}" if str(year).isdigit() and str(quarter).isdigit() else ""
+    company = _first(record, "company_name", "company") or PAPER_COMPANIES.get(ticker, ticker)
+    return Transcript(ticker, str(company), parse_call_date(date), text, fiscal, source)
+
+
+def hub_transcripts(tickers: Sequence[str], revision: str = HUB_REVISION) -> Iterable[Transcript]:
+    """Transcripts of ``tickers`` from the hub dataset, streamed (the full dataset is large)."""
+    import datasets
+
+    wanted = {t.upper() for t in tickers}
+    stream = datasets.load_dataset(HUB_DATASET, split="train", revision=revision, streaming=True)
+    source = f"hf://datasets/{HUB_DATASET}@{revision}"
+    for record in stream:
+        if str(record.get("symbol", "")).upper() in wanted:
+            yield transcript_from_record(record, source)
+
+
+def _sidecar(path: Path) -> dict:
+    sidecar = path.with_suffix(".json")
+    if not sidecar.is_file():
+        return {}
+    try:
+        data = json.loads(sidecar.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise BuildError(f"{sidecar}: not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise BuildError(f'{sidecar}: expected a JSON object such as {{"call_date": "2024-10-31"}}')
+    return data
+
+
+def text_file_transcript(path: Path) -> Transcript:
+    """A ``.txt`` transcript. The ticker and call date come from a sidecar ``<name>.json``
+    (``ticker``, ``call_date``, optional ``company``, ``fiscal_period``) or from the file
+    name ``<TICKER>_<YYYY-MM-DD>.txt``. A name with a fiscal label (``AAPL_2024_Q4.txt``)
+    does not say when the call was held, so it needs a sidecar with the date."""
+    meta = _sidecar(path)
+    dated = _DATED_NAME.match(path.stem)
+    fiscal = _FISCAL_NAME.match(path.stem)
+    named = dated or fiscal
+    ticker = meta.get("ticker") or (named.group("ticker") if named else None)
+    date = meta.get("call_date") or (dated.group("date") if dated else None)
+    if not ticker or not date:
+        hint = (
+            f"its name looks like a fiscal label (FY{fiscal.group('year')} Q{fiscal.group('q')}), which is not "
+            "the calendar quarter of the call"
+            if fiscal
+            else "its name does not follow <TICKER>_<YYYY-MM-DD>.txt"
+        )
+        raise BuildError(
+            f"{path}: cannot tell the ticker and call date: {hint}. Rename it to "
+            f"<TICKER>_<YYYY-MM-DD>.txt or add {path.with_suffix('.json').name} with "
+            '{"ticker": "...", "call_date": "YYYY-MM-DD"}'
+        )
+    ticker = str(ticker).upper()
+    fiscal_period = meta.get("fiscal_period") or (
+        f"FY{fiscal.group('year')} Q{fiscal.group('q')}" if fiscal else ""
+    )
+    company = meta.get("company") or PAPER_COMPANIES.get(ticker, ticker)
+    text = path.read_text(encoding="utf-8", errors="replace")
+    return Transcript(ticker, str(company), parse_call_date(date), text, str(fiscal_period), str(path))
+
+
+def local_transcripts(folder: str | Path) -> list[Transcript]:
+    """Transcripts of a folder: ``*.txt`` files (see :func:`text_file_transcript`) and
+    ``*.jsonl`` files of hub-style records (see :func:`transcript_from_record`)."""
+    root = Path(folder).expanduser()
+    if not root.is_dir():
+        raise BuildError(f"transcript folder {str(root)!r} does not exist")
+    transcripts = [text_file_transcript(path) for path in sorted(root.glob("*.txt"))]
+    for path in sorted(root.glob("*.jsonl")):
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise BuildError(f"{path}:{number}: not a JSON line ({exc})") from None
+                if not isinstance(record, dict):
+                    raise BuildError(f"{path}:{number}: expected a JSON object")
+                transcripts.append(transcript_from_record(record, f"{path}:{number}"))
+    if not transcripts:
+        raise BuildError(f"{root} holds no .txt or .jsonl transcripts")
+    return transcripts
+
+
+# ------------------------------------------------------------------------------ questions
+
+
+def load_questions(path: str | Path | None = None) -> list[dict[str, str]]:
+    """The questions (``id``, ``question``): the paper's five by default."""
+    if path is None:
+        from lm_eval_fin import paths
+
+        path = paths.data_path("ems_questions.json")
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    questions = data.get("questions") if isinstance(data, dict) else data
+    if not isinstance(questions, list) or not all(
+        isinstance(q, dict) and isinstance(q.get("id"), str) and isinstance(q.get("question"), str)
+        for q in questions
+    ):
+        raise BuildError(f'{path}: expected {{"questions": [{{"id": ..., "question": ...}}, ...]}}')
+    return questions
+
+
+# -------------------------------------------------------------------------------- prompts
+
+ANSWER_SYSTEM = """You are a financial analyst. You answer questions about a company's earnings call using only its transcript.
+
+Write an answer that is clear, complete, accurate and concise: cover everything in the transcript that bears on the question, keep the figures exact, and say nothing the transcript does not support. Do not cite or quote line references."""
+
+CONSOLIDATE_SYSTEM = """You are a financial analyst preparing the reference answer to a question about a company's earnings call.
+
+You are given the transcript, the question and two answers written independently. Write one answer that combines them:
+- keep what each answer does well, and everything relevant either of them covers;
+- where they disagree, or one states something the other does not, check the transcript and keep only what it supports;
+- add anything important from the transcript that both missed;
+- keep the figures exact, and do not cite or quote line references.
+
+Reply with the combined answer only."""
+
+
+def _call_header(transcript: Transcript) -> str:
+    return f"Earnings call of {transcript.company} ({transcript.ticker}), held on {transcript.call_date.isoformat()}."
+
+
+def answer_request(transcript: Transcript, question: str):
+    from lm_eval_fin.judge import JudgeRequest
+
+    content = f"{_call_header(transcript)}\n\nTranscript:\n{transcript.text}\n\nQuestion: {question}"
+    return JudgeRequest(
+        messages=({"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": content})
+    )
+
+
+def consolidate_request(transcript: Transcript, question: str, answer_a: str | None, answer_b: str | None):
+    from lm_eval_fin.judge import JudgeRequest
+
+    content = (
+        f"{_call_header(transcript)}\n\nTranscript:\n{transcript.text}\n\nQuestion: {question}\n\n"
+        f"Answer 1:\n{answer_a or '(no answer)'}\n\nAnswer 2:\n{answer_b or '(no answer)'}"
+    )
+    return JudgeRequest(
+        messages=({"role": "system", "content": CONSOLIDATE_SYSTEM}, {"role": "user", "content": content})
+    )
+
+
+def parse_answer(text: str | None) -> str | None:
+    """A free-text answer: the stripped text, None when empty (the judge layer re-asks)."""
+    if not isinstance(text, str):
+        return None
+    text = text.strip()
+    return text or None
+
+
+# ---------------------------------------------------------------------------------- build
+
+
+@dataclass
+class BuildReport:
+    records: list[dict]
+    transcripts: int
+    skipped: list[str]  # ids left out because no reference could be made
+    seconds: dict[str, float]
+
+
+def build_records(
+    transcripts: Sequence[Transcript],
+    questions: Sequence[dict[str, str]],
+    answerer_a,
+    answerer_b,
+    consolidator,
+    source: str,
+) -> BuildReport:
+    """References for every (transcript, question) pair, in three batched stages."""
+    import time
+
+    from lm_eval_fin import __version__
+    from lm_eval_fin.ems.prompts import prompt_hash
+    from lm_eval_fin.judge import complete_parsed
+
+    pairs = [(t, q) for t in transcripts for q in questions]
+    seconds = {}
+    started = time.perf_counter()
+    answers_a = complete_parsed(
+        answerer_a,
+        [answer_request(t, q["question"]) for t, q in pairs],
+        parse_answer,
+        desc="references: answerer A",
+    )
+    seconds["answerer_a"] = time.perf_counter() - started
+    started = time.perf_counter()
+    answers_b = complete_parsed(
+        answerer_b,
+        [answer_request(t, q["question"]) for t, q in pairs],
+        parse_answer,
+        desc="references: answerer B",
+    )
+    seconds["answerer_b"] = time.perf_counter() - started
+
+    # A pair where both answerers failed has nothing to consolidate.
+    to_merge = [i for i, (a, b) in enumerate(zip(answers_a, answers_b)) if a or b]
+    started = time.perf_counter()
+    merged = (
+        complete_parsed(
+            consolidator,
+            [
+                consolidate_request(pairs[i][0], pairs[i][1]["question"], answers_a[i], answers_b[i])
+                for i in to_merge
+            ],
+            parse_answer,
+            desc="references: consolidation",
+        )
+        if to_merge
+        else []
+    )
+    seconds["consolidation"] = time.perf_counter() - started
+    references = dict(zip(to_merge, merged))
+
+    provenance = {
+        "source": source,
+        "answerer_a": answerer_a.spec,
+        "answerer_b": answerer_b.spec,
+        "consolidator": consolidator.spec,
+        "answer_prompt_hash": prompt_hash(ANSWER_SYSTEM),
+        "consolidate_prompt_hash": prompt_hash(CONSOLIDATE_SYSTEM),
+        "built_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "lm_eval_fin_version": __version__,
+    }
+    records, skipped = [], []
+    for index, (transcript, question) in enumerate(pairs):
+        record_id = f"{transcript.ticker}-{transcript.call_date.isoformat()}-{question['id']}"
+        reference = references.get(index)
+        if reference is None:
+            skipped.append(record_id)
+            continue
+        records.append(
+            {
+                "id": record_id,
+                "company": transcript.company,
+                "ticker": transcript.ticker,
+                "call_date": transcript.call_date.isoformat(),
+                "fiscal_period": transcript.fiscal_period,
+                "question_id": question["id"],
+                "question": question["question"],
+                "transcript": transcript.text,
+                "reference": reference,
+                "provenance": dict(provenance, source=transcript.source or source),
+            }
+        )
+    if skipped:
+        logger.warning(
+            "no reference for %d of %d records (judge failures): %s",
+            len(skipped),
+            len(pairs),
+            ", ".join(skipped),
+        )
+    return BuildReport(records, len(transcripts), skipped, seconds)
+
+
+def write_dataset(records: Sequence[dict], out_dir: str | Path) -> tuple[Path, Path]:
+    """``<out_dir>/earnings_call_qa.jsonl`` and ``<out_dir>/hf_dataset`` (save_to_disk)."""
+    import datasets
+
+    out = Path(out_dir).expanduser()
+    out.mkdir(parents=True, exist_ok=True)
+    jsonl = out / JSONL_NAME
+    with open(jsonl, "w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    disk = out / DISK_NAME
+    datasets.Dataset.from_list(list(records)).save_to_disk(str(disk))
+    return jsonl, disk
+
+
+def read_dataset(data_path: str | Path) -> list[dict]:
+    """Records of a built dataset: its JSONL file, its ``save_to_disk`` folder, or the
+    builder's output folder holding either. Raises BuildError naming what is missing."""
+    path = Path(data_path).expanduser()
+    expected = (
+        f"a dataset made by `lm-eval-fin build earnings-call`: its {JSONL_NAME}, its {DISK_NAME}/ folder "
+        f"or the output folder holding them; records need {', '.join(REQUIRED_FIELDS)}"
+    )
+    if path.is_dir() and not (path / "state.json").is_file() and not (path / "dataset_dict.json").is_file():
+        if (path / DISK_NAME).is_dir():
+            path = path / DISK_NAME
+        else:
+            candidates = sorted(path.glob("*.jsonl"))
+            if not candidates:
+                raise BuildError(f"{path} holds no dataset; expected {expected}")
+            path = candidates[0]
+    if path.is_dir():
+        import datasets
+
+        loaded = datasets.load_from_disk(str(path))
+        if isinstance(loaded, datasets.DatasetDict):
+            split = "test" if "test" in loaded else next(iter(loaded))
+            loaded = loaded[split]
+        records = list(loaded)
+    elif path.is_file():
+        records = []
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise BuildError(
+                        f"{path}:{number}: not a JSON line ({exc}); expected {expected}"
+                    ) from None
+    else:
+        raise BuildError(f"data_path {str(path)!r} does not exist; expected {expected}")
+    for number, record in enumerate(records, start=1):
+        if not isinstance(record, dict) or any(not isinstance(record.get(f), str) for f in REQUIRED_FIELDS):
+            keys = sorted(record) if isinstance(record, dict) else type(record).__name__
+            raise BuildError(f"{path}: record {number} lacks text fields ({keys}); expected {expected}")
+    if not records:
+        raise BuildError(f"{path} holds no records; expected {expected}")
+    return records
+
+
+def transcripts_from_source(
+    source: str, tickers: Sequence[str], revision: str = HUB_REVISION
+) -> tuple[Iterable[Transcript], str]:
+    """Transcripts and a provenance label: ``"hub"`` for the hub dataset, else a folder."""
+    if source == "hub":
+        return hub_transcripts(tickers, revision), f"hf://datasets/{HUB_DATASET}@{revision}"
+    return local_transcripts(source), str(Path(source).expanduser().resolve())

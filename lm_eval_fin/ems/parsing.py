@@ -1,0 +1,257 @@
+"""Tolerant parsers for the three judge outputs of EMS.
+
+Each returns None when the text cannot be read (the judge layer then retries, and the caller
+counts what stays unreadable as a parse failure); none raises on any string.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+import re
+from typing import Any
+
+_FENCE = re.compile(r"```(?:json|JSON|python)?\s*(.*?)```", re.DOTALL)
+_SIGNED = r"[-−]?\d+(?:\.\d+)?"
+_NUMBER = re.compile(rf"(?<![\w.]){_SIGNED}")
+_INTEGER = re.compile(r"(?<![\w.])[-−]?\d+(?!\.\d|\w)")
+_NO_MATCH_WORDS = re.compile(r"\b(none|null|no match|no matching|not matched|nothing)\b", re.IGNORECASE)
+_KEYED_MATCH = re.compile(
+    rf"\b(?:match|index|answer point|point)\b\s*(?:is|[:=#])?\s*\[?\s*({_SIGNED})", re.IGNORECASE
+)
+_KEYED_SCORE = re.compile(rf"\b(?:score|rating|rate)\b\s*(?:is|[:=]|of)?\s*({_SIGNED})", re.IGNORECASE)
+_OUT_OF = re.compile(rf"({_SIGNED})\s*(?:/|out of)\s*(\d+)", re.IGNORECASE)
+
+_POINT_KEYS = ("point", "text", "content", "statement", "saliency_point")
+_LIST_KEYS = ("points", "saliency_points", "key_points", "items", "list")
+_MATCH_KEYS = ("match", "index", "best_match", "answer_point")
+_SCORE_KEYS = ("score", "rating", "value")
+
+
+def _candidate_texts(text: str) -> list[str]:
+    """The text itself, then the bodies of any code fences in it."""
+    return [text, *(m.group(1) for m in _FENCE.finditer(text))]
+
+
+def _balanced_spans(text: str, opener: str, closer: str, max_restarts: int = 4) -> list[str]:
+    """Top-level substrings from an ``opener`` to its matching ``closer``, in order.
+
+    Quotes are honoured only inside brackets (prose apostrophes before a list must not open a
+    string). An opener that is never closed restarts the scan just after it, at most
+    ``max_restarts`` times, so that junk input costs linear time.
+    """
+    spans: list[str] = []
+    position, restarts = 0, 0
+    while position < len(text):
+        depth, quote, escaped, start = 0, None, False, -1
+        for index in range(position, len(text)):
+            char = text[index]
+            if quote:
+                if escaped:
+                    escaped = False
+                elif char == "\\":
+                    escaped = True
+                elif char == quote:
+                    quote = None
+            elif depth and char in "\"'":
+                quote = char
+            elif char == opener:
+                if depth == 0:
+                    start = index
+                depth += 1
+            elif char == closer and depth:
+                depth -= 1
+                if depth == 0:
+                    spans.append(text[start : index + 1])
+        if depth == 0 or restarts >= max_restarts:
+            break
+        restarts += 1
+        position = start + 1
+    return spans
+
+
+def _load_structured(span: str) -> Any:
+    for loader in (json.loads, ast.literal_eval):
+        try:
+            return loader(span)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    return None
+
+
+def _structured_values(text: str, opener: str, closer: str) -> list[Any]:
+    """Every JSON (or Python-literal) value of the given bracket kind found in ``text``."""
+    values = []
+    for candidate in _candidate_texts(text):
+        for span in _balanced_spans(candidate, opener, closer):
+            value = _load_structured(span)
+            if value is not None:
+                values.append(value)
+    return values
+
+
+def _as_point(item: Any) -> str | None:
+    """The text of one list item: a string, or an object holding the point under a usual key."""
+    if isinstance(item, str):
+        return item
+    if isinstance(item, dict):
+        for key in _POINT_KEYS:
+            if isinstance(item.get(key), str):
+                return item[key]
+    return None
+
+
+def _as_point_list(value: Any) -> list[str] | None:
+    """The points of a parsed value, or None if it is not a list of points."""
+    if isinstance(value, dict):
+        for key in _LIST_KEYS:
+            if isinstance(value.get(key), list):
+                return _as_point_list(value[key])
+        return None
+    if not isinstance(value, list):
+        return None
+    points = [_as_point(item) for item in value]
+    if any(point is None for point in points):
+        return None
+    return [point.strip() for point in points if point.strip()]
+
+
+def parse_points(text: str | None) -> list[str] | None:
+    """The saliency points of an extraction output: a JSON list of strings.
+
+    Also accepted: code fences, prose around the list, single quotes (a Python literal),
+    ``{"points": [...]}`` and lists of ``{"point": ...}`` objects. Empty strings are dropped;
+    ``[]`` is a valid, empty extraction.
+
+    >>> parse_points('Here you go:\\n```json\\n["Revenue rose 6%.", "Margins fell."]\\n```')
+    ['Revenue rose 6%.', 'Margins fell.']
+    >>> parse_points("I cannot help with that.") is None
+    True
+    """
+    if not isinstance(text, str):
+        return None
+    for value in _structured_values(text, "[", "]") + _structured_values(text, "{", "}"):
+        points = _as_point_list(value)
+        if points is not None:
+            return points
+    return None
+
+
+def _to_number(token: str) -> float:
+    return float(token.replace("−", "-"))
+
+
+def _keyed_value(text: str, keys: tuple[str, ...]) -> tuple[bool, Any]:
+    """(found, value) for the first of ``keys`` in the first JSON object of ``text`` with one."""
+    for value in _structured_values(text, "{", "}"):
+        if isinstance(value, dict):
+            for key in keys:
+                if key in value:
+                    return True, value[key]
+    return False, None
+
+
+def _number_from(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    if isinstance(value, str):
+        found = _NUMBER.search(value)
+        return _to_number(found.group()) if found else None
+    if isinstance(value, list) and len(value) == 1:
+        return _number_from(value[0])
+    return None
+
+
+def parse_match_number(text: str | None) -> int | None:
+    """The answer-point number a matching output names, as written (numbered from 1), or -1.
+
+    Reads ``{"match": 3}``, "Answer point 3", "[3]", a bare number; -1, "none", "null" or
+    ``{"match": null}`` mean no match. Non-integers and numbers below -1 or equal to 0 are
+    unreadable (None). The range check against the number of answer points is
+    :func:`answer_index`'s, because one parser serves a whole batch of lists.
+
+    >>> parse_match_number('Best match: {"match": 3}')
+    3
+    >>> parse_match_number("None of them; -1")
+    -1
+    """
+    if not isinstance(text, str):
+        return None
+    found, value = _keyed_value(text, _MATCH_KEYS)
+    if not found:
+        keyed = _KEYED_MATCH.search(text)
+        integer = _INTEGER.search(text)
+        if keyed:
+            value = keyed.group(1)
+        elif integer:
+            value = integer.group()
+        elif _NO_MATCH_WORDS.search(text):
+            return -1
+        else:
+            return None
+    if value is None:  # {"match": null}
+        return -1
+    number = _number_from(value)
+    if number is None:
+        return -1 if isinstance(value, str) and _NO_MATCH_WORDS.search(value) else None
+    if number != int(number) or not (number == -1 or number >= 1):
+        return None
+    return int(number)
+
+
+def answer_index(number: int | None, n_answer_points: int) -> int | None:
+    """The 0-based answer-point index for a parsed match number, -1 for no match, None when
+    the number is not on the list (1..n)."""
+    if number is None:
+        return None
+    if number == -1:
+        return -1
+    return number - 1 if 1 <= number <= n_answer_points else None
+
+
+def parse_match(text: str | None, n_answer_points: int) -> int | None:
+    """:func:`parse_match_number` and :func:`answer_index` in one step.
+
+    >>> parse_match('{"match": 3}', 5)
+    2
+    >>> parse_match("No matching point: -1", 5)
+    -1
+    >>> parse_match('{"match": 9}', 5) is None
+    True
+    """
+    return answer_index(parse_match_number(text), n_answer_points)
+
+
+def parse_score(text: str | None, max_score: int = 10) -> float | None:
+    """A matched pair's score in [0, 1]: the judge's number 0..max_score over max_score.
+
+    Reads ``{"score": 7}``, "Score: 7", "7/10", "7 out of 10" or a bare number; a value
+    outside 0..max_score is unreadable (None).
+
+    >>> parse_score('{"score": 7}', 10)
+    0.7
+    >>> parse_score("I would rate this 8/10.", 10)
+    0.8
+    >>> parse_score("eleven", 10) is None
+    True
+    """
+    if not isinstance(text, str):
+        return None
+    _, value = _keyed_value(text, _SCORE_KEYS)
+    number = _number_from(value)
+    if number is None:
+        out_of = _OUT_OF.search(text)
+        keyed = _KEYED_SCORE.search(text)
+        bare = _NUMBER.search(text)
+        if out_of and _to_number(out_of.group(2)) == max_score:
+            number = _to_number(out_of.group(1))
+        elif keyed:
+            number = _to_number(keyed.group(1))
+        elif bare:
+            number = _to_number(bare.group())
+    if number is None or not 0 <= number <= max_score:
+        return None
+    return number / max_score

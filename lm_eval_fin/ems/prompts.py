@@ -1,0 +1,164 @@
+"""Judge prompts of the three EMS stages, in our own words.
+
+They follow the structure the EMS paper describes (guidelines, two in-context examples for
+extraction, one reference point against the whole indexed answer-point list for matching, an
+integer score on completeness, accuracy and level of detail) and ask for JSON, with a JSON
+Schema the backends that support constrained decoding can enforce. The parsers in
+:mod:`lm_eval_fin.ems.parsing` read the outputs tolerantly either way.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Sequence
+
+from lm_eval_fin.judge import JudgeRequest
+
+# Output budgets (tokens) of the two stages whose answers are tiny; extraction restates a
+# whole answer and takes the judge's max_tokens option unless the caller sets one.
+MATCH_MAX_TOKENS = 32
+SCORE_MAX_TOKENS = 32
+
+# An object around the list (the paper's output is a plain JSON list): OpenAI-compatible
+# structured output requires an object at the top; the parser reads either form.
+POINTS_SCHEMA = {
+    "type": "object",
+    "properties": {"points": {"type": "array", "items": {"type": "string"}}},
+    "required": ["points"],
+}
+
+EXTRACT_SYSTEM = """You split a long answer into saliency points: short, self-contained statements that together carry all of its information.
+
+Guidelines:
+1. First set aside any opening passage that only introduces or frames the answer, and any closing passage that only sums it up or concludes. They are not points.
+2. Every other statement of the answer becomes a point of at most two sentences.
+3. Keep every detail: figures, percentages, amounts, dates, periods, names and comparisons. A point that drops a number loses information; a longer point that keeps it is better.
+4. If the answer states the same thing more than once, list it again each time it appears. Do not merge or remove repeated points.
+5. Stay close to the answer's own wording. Do not add, correct or interpret anything.
+
+Reply with JSON only: {"points": [...]}, a list of strings, one per point, in the order of the answer."""
+
+# Two worked examples (fictional company) that set the level of detail: one answer in prose
+# with an introduction and a conclusion, one in bullets with a repeated point.
+EXTRACT_EXAMPLES: tuple[tuple[str, list[str]], ...] = (
+    (
+        "Here is an overview of what management said on the call.\n\n"
+        "Northwind Tools grew revenue 12% year over year to $4.2 billion, driven by its "
+        "professional segment. Gross margin narrowed to 38.5% from 40.1% because steel costs "
+        "rose. The company expects fourth-quarter revenue between $4.3 and $4.5 billion and "
+        "will open two distribution centres in Texas next year.\n\n"
+        "Overall, the quarter shows solid demand despite cost pressure.",
+        [
+            "Northwind Tools grew revenue 12% year over year to $4.2 billion, driven by its professional segment.",
+            "Gross margin narrowed to 38.5% from 40.1% because steel costs rose.",
+            "The company expects fourth-quarter revenue between $4.3 and $4.5 billion.",
+            "The company will open two distribution centres in Texas next year.",
+        ],
+    ),
+    (
+        "Key risks highlighted:\n"
+        "- Tariffs on imported components could raise costs by about $60 million in 2025.\n"
+        "- A ransomware incident in August disrupted two plants for five days; the company has "
+        "since added network segmentation.\n"
+        "- Tariffs on imported components could raise costs by about $60 million in 2025.\n\n"
+        "In summary, management sees the risks as manageable.",
+        [
+            "Tariffs on imported components could raise costs by about $60 million in 2025.",
+            "A ransomware incident in August disrupted two plants for five days; the company has since added network segmentation.",
+            "Tariffs on imported components could raise costs by about $60 million in 2025.",
+        ],
+    ),
+)
+
+MATCH_SYSTEM = """You compare one reference point with a numbered list of answer points and pick the answer point that conveys the same information.
+
+Rules:
+- Two points match when they state the same fact, event, figure or claim, even in other words. A related topic alone is not a match.
+- A shared number supports a match only when it describes the same thing in the same context: "revenue grew 35%" does not match "the team added 35 people".
+- If several answer points qualify, pick the one closest in content and detail.
+- If none qualifies, answer -1.
+
+Reply with JSON only: {"match": <number of the answer point>} or {"match": -1}."""
+
+SCORE_SYSTEM = """You grade how well an answer point covers a reference point it was matched to, on an integer scale from 0 to {max_score}.
+
+Consider:
+- completeness: does the answer point carry all the information of the reference point?
+- accuracy: do its facts and figures agree with the reference point, without contradictions?
+- level of detail: does it keep the specifics (numbers, periods, names), or only the gist?
+
+{max_score} means the answer point fully and accurately covers the reference point with the same detail; 0 means it covers none of it or contradicts it.
+
+Reply with JSON only: {{"score": <integer from 0 to {max_score}>}}."""
+
+
+def extract_request(text: str, max_tokens: int | None = None) -> JudgeRequest:
+    """Turn ``text`` (an answer or a reference) into a JSON list of saliency points.
+
+    ``max_tokens`` None takes the judge's ``max_tokens`` option: it must hold the longest
+    answer restated, a little more than the answer itself."""
+    messages: list[dict[str, str]] = [{"role": "system", "content": EXTRACT_SYSTEM}]
+    for example_text, example_points in EXTRACT_EXAMPLES:
+        messages.append({"role": "user", "content": f"Answer:\n{example_text}"})
+        messages.append(
+            {"role": "assistant", "content": json.dumps({"points": example_points}, ensure_ascii=False)}
+        )
+    messages.append({"role": "user", "content": f"Answer:\n{text}"})
+    return JudgeRequest(messages=tuple(messages), max_tokens=max_tokens, json_schema=POINTS_SCHEMA)
+
+
+def match_schema(n_answer_points: int) -> dict:
+    return {
+        "type": "object",
+        "properties": {"match": {"type": "integer", "minimum": -1, "maximum": max(n_answer_points, 1)}},
+        "required": ["match"],
+    }
+
+
+def match_request(
+    reference_point: str, answer_points: Sequence[str], max_tokens: int = MATCH_MAX_TOKENS
+) -> JudgeRequest:
+    """Pick the answer point (numbered from 1) that matches ``reference_point``, or -1."""
+    listing = "\n".join(f"[{number}] {point}" for number, point in enumerate(answer_points, start=1))
+    content = f"Reference point:\n{reference_point}\n\nAnswer points:\n{listing}"
+    return JudgeRequest(
+        messages=(
+            {"role": "system", "content": MATCH_SYSTEM},
+            {"role": "user", "content": content},
+        ),
+        max_tokens=max_tokens,
+        json_schema=match_schema(len(answer_points)),
+    )
+
+
+def score_schema(max_score: int) -> dict:
+    return {
+        "type": "object",
+        "properties": {"score": {"type": "integer", "minimum": 0, "maximum": max_score}},
+        "required": ["score"],
+    }
+
+
+def score_request(
+    reference_point: str, answer_point: str, max_score: int = 10, max_tokens: int = SCORE_MAX_TOKENS
+) -> JudgeRequest:
+    """Grade a matched pair 0..max_score."""
+    content = f"Reference point:\n{reference_point}\n\nAnswer point:\n{answer_point}"
+    return JudgeRequest(
+        messages=(
+            {"role": "system", "content": SCORE_SYSTEM.format(max_score=max_score)},
+            {"role": "user", "content": content},
+        ),
+        max_tokens=max_tokens,
+        json_schema=score_schema(max_score),
+    )
+
+
+def prompt_hash(*templates: object) -> str:
+    """Short content hash of prompt templates, recorded as provenance next to results."""
+    blob = json.dumps(templates, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
+
+
+EMS_PROMPTS_HASH = prompt_hash(EXTRACT_SYSTEM, EXTRACT_EXAMPLES, MATCH_SYSTEM, SCORE_SYSTEM)

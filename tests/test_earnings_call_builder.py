@@ -1,0 +1,187 @@
+"""The earnings-call builder: sources, call selection by calendar quarter, and a real build
+with the embedded model as both answerers and the consolidator."""
+
+import datetime as dt
+import json
+
+import pytest
+
+from lm_eval_fin import cli
+from lm_eval_fin.builders import earnings_call as ec
+
+NORTHWIND = (
+    "Operator: Welcome to the Northwind Tools call. CEO: Revenue was $4.2 billion, up 12%. "
+    "CFO: Free cash flow was $460 million and we bought back $200 million of stock."
+)
+CONTOSO = (
+    "Operator: Welcome. CEO: Subscription revenue grew 24% to $1.8 billion. CFO: Capex rose to $240 million."
+)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("2024Q3", (2024, 3)), ("2024-q4", (2024, 4)), ("Q1 2025", (2025, 1))],
+)
+def test_parse_quarter(text, expected):
+    assert ec.parse_quarter(text) == expected
+
+
+@pytest.mark.parametrize("text", ["2024", "Q5 2024", "", "third quarter"])
+def test_parse_quarter_rejects(text):
+    with pytest.raises(ec.BuildError, match="expected e.g. 2024Q3"):
+        ec.parse_quarter(text)
+
+
+def test_quarter_windows_by_results_and_by_call_date():
+    assert ec.quarter_window(2024, 3) == (dt.date(2024, 10, 1), dt.date(2024, 12, 31))
+    assert ec.quarter_window(2024, 4) == (dt.date(2025, 1, 1), dt.date(2025, 3, 31))
+    assert ec.quarter_window(2024, 3, "call") == (dt.date(2024, 7, 1), dt.date(2024, 9, 30))
+    with pytest.raises(ec.BuildError, match="basis"):
+        ec.quarter_window(2024, 3, "fiscal")
+
+
+def transcript(ticker, date, label=""):
+    return ec.Transcript(ticker, ticker, dt.date.fromisoformat(date), "text", label)
+
+
+def test_selection_uses_call_dates_not_fiscal_labels(caplog):
+    calls = [
+        transcript("AAPL", "2024-10-31", "FY2024 Q4"),  # calendar Q3 results: in
+        transcript("MSFT", "2024-10-30", "FY2025 Q1"),  # calendar Q3 results: in
+        transcript("MSFT", "2024-07-30", "FY2024 Q4"),  # calendar Q2 results: out
+        transcript("NVDA", "2024-11-20", "FY2025 Q3"),
+        transcript("NVDA", "2024-12-02", "FY2025 Q3"),  # a second call in the window: left out
+        transcript("XOM", "2024-11-01"),  # not asked for
+    ]
+    chosen = ec.select_transcripts(calls, ["NVDA", "AAPL", "MSFT", "TSLA"], ec.quarter_window(2024, 3))
+    assert [(t.ticker, t.call_date.isoformat()) for t in chosen] == [
+        ("NVDA", "2024-11-20"),
+        ("AAPL", "2024-10-31"),
+        ("MSFT", "2024-10-30"),
+    ]
+    assert "TSLA" in caplog.text and "two calls" in caplog.text
+
+
+def test_hub_style_records():
+    record = {
+        "symbol": "aapl",
+        "year": 2024,
+        "quarter": 4,
+        "date": "2024-10-31 17:00:00",
+        "content": "text",
+        "company_name": "Apple Inc.",
+    }
+    parsed = ec.transcript_from_record(record, "hub")
+    assert (parsed.ticker, parsed.call_date, parsed.fiscal_period, parsed.company) == (
+        "AAPL",
+        dt.date(2024, 10, 31),
+        "FY2024 Q4",
+        "Apple Inc.",
+    )
+    with pytest.raises(ec.BuildError, match="needs a ticker"):
+        ec.transcript_from_record({"symbol": "AAPL", "content": "x"}, "hub")
+    with pytest.raises(ec.BuildError, match="bad call date"):
+        ec.transcript_from_record({"symbol": "AAPL", "content": "x", "date": "Oct 31"}, "hub")
+
+
+def test_local_folder_names_sidecars_and_jsonl(tmp_path):
+    (tmp_path / "NWND_2024-10-24.txt").write_text(NORTHWIND)
+    (tmp_path / "CTSO_2025_Q1.txt").write_text(CONTOSO)  # fiscal label: needs a sidecar
+    (tmp_path / "CTSO_2025_Q1.json").write_text(json.dumps({"call_date": "2024-11-06", "company": "Contoso"}))
+    (tmp_path / "more.jsonl").write_text(
+        json.dumps({"symbol": "ZZZ", "date": "2024-10-02", "content": "x"}) + "\n\n"
+    )
+    found = {t.ticker: t for t in ec.local_transcripts(tmp_path)}
+    assert found["NWND"].call_date == dt.date(2024, 10, 24) and found["NWND"].text == NORTHWIND
+    assert (found["CTSO"].call_date, found["CTSO"].company, found["CTSO"].fiscal_period) == (
+        dt.date(2024, 11, 6),
+        "Contoso",
+        "FY2025 Q1",
+    )
+    assert found["ZZZ"].call_date == dt.date(2024, 10, 2)
+
+
+def test_fiscal_file_name_without_sidecar_is_a_clear_error(tmp_path):
+    (tmp_path / "AAPL_2024_Q4.txt").write_text("text")
+    with pytest.raises(ec.BuildError, match="fiscal label .*FY2024 Q4.* not the calendar quarter"):
+        ec.local_transcripts(tmp_path)
+    (tmp_path / "AAPL_2024_Q4.txt").unlink()
+    (tmp_path / "notes.txt").write_text("text")
+    with pytest.raises(ec.BuildError, match="<TICKER>_<YYYY-MM-DD>.txt"):
+        ec.local_transcripts(tmp_path)
+    with pytest.raises(ec.BuildError, match="does not exist"):
+        ec.local_transcripts(tmp_path / "missing")
+
+
+def test_questions_default_to_the_papers_five():
+    questions = ec.load_questions()
+    assert [q["id"] for q in questions] == ["q1", "q2", "q3", "q4", "q5"]
+
+
+def test_read_dataset_errors(tmp_path):
+    with pytest.raises(ec.BuildError, match="does not exist"):
+        ec.read_dataset(tmp_path / "nothing.jsonl")
+    with pytest.raises(ec.BuildError, match="holds no dataset"):
+        ec.read_dataset(tmp_path)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "x", "question": "q"}) + "\n")
+    with pytest.raises(ec.BuildError, match="lacks text fields"):
+        ec.read_dataset(bad)
+    bad.write_text("{not json\n")
+    with pytest.raises(ec.BuildError, match="not a JSON line"):
+        ec.read_dataset(bad)
+
+
+def test_build_with_the_embedded_model_in_all_three_roles(tmp_path, embedded_judge_spec, judge_cache, capsys):
+    source = tmp_path / "calls"
+    source.mkdir()
+    (source / "CTSO_2025_Q1.txt").write_text(CONTOSO)
+    (source / "CTSO_2025_Q1.json").write_text(json.dumps({"call_date": "2024-11-06"}))
+    (source / "CTSO_2024-07-25.txt").write_text("An earlier call, reporting calendar Q2.")
+    questions = tmp_path / "questions.json"
+    questions.write_text(json.dumps({"questions": [{"id": "q5", "question": "How is free cash flow used?"}]}))
+    out = tmp_path / "built"
+
+    code = cli.main(
+        [
+            "build",
+            "earnings-call",
+            "--source",
+            str(source),
+            "--tickers",
+            "CTSO,NWND",
+            "--quarter",
+            "2024Q3",
+            "--questions",
+            str(questions),
+            "--output",
+            str(out),
+            "--judge",
+            embedded_judge_spec,
+            "--judge-max-tokens",
+            "16",
+        ]
+    )
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["transcripts"] == ["CTSO 2024-11-06"]  # the July call reports Q2; no NWND call
+    assert summary["records"] == 1 and summary["skipped"] == []
+
+    from_jsonl = ec.read_dataset(out / ec.JSONL_NAME)
+    from_disk = ec.read_dataset(out / ec.DISK_NAME)
+    assert from_jsonl == ec.read_dataset(out)  # the output folder reads as its saved dataset
+    assert [r["id"] for r in from_jsonl] == ["CTSO-2024-11-06-q5"]
+    assert [r["reference"] for r in from_disk] == [r["reference"] for r in from_jsonl]
+    record = from_jsonl[0]
+    assert set(record) == set(ec.RECORD_FIELDS)
+    assert record["transcript"] == CONTOSO and record["reference"].strip()
+    assert record["fiscal_period"] == "FY2025 Q1" and record["call_date"] == "2024-11-06"
+    provenance = record["provenance"]
+    assert provenance["answerer_a"] == provenance["consolidator"] == embedded_judge_spec
+    assert len(provenance["answer_prompt_hash"]) == 12 and provenance["built_at"].startswith("20")
+
+
+def test_build_without_any_judge_is_a_usage_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
+    code = cli.main(["build", "earnings-call", "--source", str(tmp_path), "--output", str(tmp_path / "o")])
+    assert code == 2 and "no judge" in capsys.readouterr().err

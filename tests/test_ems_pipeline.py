@@ -1,0 +1,246 @@
+"""The EMS pipeline through the real judge layer (CachedJudge + sqlite cache) with a scripted,
+deterministic model behind it: batching, re-asks, cache reuse, fallbacks, memoisation,
+details files and rescore."""
+
+import json
+import re
+
+import pytest
+
+from lm_eval_fin.ems import harness, prompts
+from lm_eval_fin.ems.pipeline import run_ems
+from lm_eval_fin.judge import JudgeOptions, JudgeResponse, parse_spec
+from lm_eval_fin.judge.cache import JudgeCache
+from lm_eval_fin.judge.core import CachedJudge
+
+GARBLE = "GARBLE"  # a text containing this word gets unreadable answers on the first attempt
+ALWAYS_GARBLE = "NOISE"  # ... on every attempt
+
+
+class ScriptedModel:
+    """Answers each EMS stage by a fixed rule: extraction splits on '. ', matching picks the
+    answer point sharing most words (-1 unless it shares three), scoring says 8 out of 10."""
+
+    def __init__(self):
+        self.batches = []  # every batch the judge layer sent to the model
+
+    def close(self):
+        pass
+
+    def run(self, requests, sink):
+        self.batches.append(list(requests))
+        for index, request in enumerate(requests):
+            sink.done(index, JudgeResponse(self.answer(request), prompt_tokens=10, completion_tokens=3))
+
+    def answer(self, request):
+        system, user = request.messages[0]["content"], request.messages[-1]["content"]
+        if ALWAYS_GARBLE in user or (GARBLE in user and request.attempt == 0):
+            return "Let me think about that."
+        if system == prompts.EXTRACT_SYSTEM:
+            text = user.removeprefix("Answer:\n")
+            return "```json\n" + json.dumps([s.strip() for s in text.split(". ") if s.strip()]) + "\n```"
+        if system == prompts.MATCH_SYSTEM:
+            reference = user.split("\n")[1]
+            options = re.findall(r"^\[(\d+)\] (.*)$", user, re.MULTILINE)
+            words = set(reference.lower().split())
+            best = max(options, key=lambda option: len(words & set(option[1].lower().split())))
+            return json.dumps(
+                {"match": int(best[0]) if len(words & set(best[1].lower().split())) >= 3 else -1}
+            )
+        return 'Score: {"score": 8}'
+
+
+def scripted_judge(cache_path, model, name="scripted"):
+    return CachedJudge(parse_spec(f"hf:{name}"), model, JudgeOptions(), cache=JudgeCache(cache_path))
+
+
+class CountingJudge:
+    """Records every ``complete`` call (desc, attempts) of the judge it wraps."""
+
+    def __init__(self, judge):
+        self.judge, self.calls = judge, []
+        self.spec = judge.spec
+
+    @property
+    def stats(self):
+        return self.judge.stats
+
+    @property
+    def last_batch(self):
+        return self.judge.last_batch
+
+    @last_batch.setter
+    def last_batch(self, value):
+        self.judge.last_batch = value
+
+    def complete(self, requests, desc="judge"):
+        self.calls.append((desc, [r.attempt for r in requests]))
+        return self.judge.complete(requests, desc=desc)
+
+
+REFERENCES = [
+    "Revenue rose 6% to 94.9 billion. Services hit a record. The buyback was 110 billion",
+    "Cash flow was 5 billion. Capex was 2 billion",
+]
+ANSWERS_SMALL = ["Revenue rose 6% to 94.9 billion. Margins held", "Cash flow was 5 billion"]
+ANSWERS_LARGE = [
+    "Revenue rose 6% to 94.9 billion. Services hit a record. GARBLE margins held",
+    "Capex was 2 billion",
+]
+
+
+def test_three_batched_rounds_plus_reasks_and_hand_checked_scores(tmp_path):
+    judge = CountingJudge(scripted_judge(tmp_path / "cache.sqlite", ScriptedModel()))
+    run = run_ems(ANSWERS_LARGE, REFERENCES, judge=judge, scorers=["llm", "rouge"])
+
+    first_rounds = [desc for desc, attempts in judge.calls if set(attempts) == {0}]
+    assert first_rounds == ["EMS extract", "EMS match", "EMS score"]
+    reasks = [(desc, attempts) for desc, attempts in judge.calls if desc not in first_rounds]
+    # the garbled answer was re-asked once at extraction, and so were the three match
+    # requests that list its points; only those
+    assert reasks == [("EMS extract (re-ask 1)", [1]), ("EMS match (re-ask 1)", [1, 1, 1])]
+    extract_batch = judge.calls[0][1]
+    assert len(extract_batch) == 4  # both references and both answers, one batch
+
+    doc = run.documents[0]
+    assert doc.reference_points == [
+        "Revenue rose 6% to 94.9 billion",
+        "Services hit a record",
+        "The buyback was 110 billion",
+    ]
+    assert doc.answer_points == [
+        "Revenue rose 6% to 94.9 billion",
+        "Services hit a record",
+        "GARBLE margins held",
+    ]
+    assert doc.alignment == [0, 1, -1]
+    assert doc.scores["llm"] == [0.8, 0.8, 0.0]
+    # P = (0.8 + 0.8) / 3 answer points, R = (0.8 + 0.8) / 3 reference points
+    assert doc.ems["llm"] == pytest.approx((1.6 / 3, 1.6 / 3, 1.6 / 3))
+    assert doc.scores["rouge"] == [1.0, 1.0, 0.0]  # identical points
+    assert run.documents[1].alignment == [-1, 0]
+    # second document: R = 0.8 / 2, P = 0.8 / 1
+    assert run.documents[1].ems["llm"] == pytest.approx((0.8, 0.4, 2 * 0.8 * 0.4 / 1.2))
+    metrics = run.metrics()
+    assert metrics["ems_llm_recall"] == pytest.approx((1.6 / 3 + 0.4) / 2)
+    assert metrics["ems_parse_failures"] == 0
+    assert metrics["ems_judge_requests"] == 4 + 1 + 5 + 3 + 3  # extract (+ re-ask), match (+ re-asks), score
+    assert set(metrics) >= {"ems_rouge_f1", "ems_llm_f1"} and not any("offline" in name for name in metrics)
+
+
+def test_reference_extractions_come_from_the_cache_for_a_second_model(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    run_ems(ANSWERS_SMALL, REFERENCES, judge=scripted_judge(cache, ScriptedModel()), scorers=["llm"])
+
+    model = ScriptedModel()  # a new process: new judge object, same cache file and judge
+    second = run_ems(ANSWERS_LARGE, REFERENCES, judge=scripted_judge(cache, model), scorers=["llm"])
+    extracted = [r.messages[-1]["content"].removeprefix("Answer:\n") for r in model.batches[0]]
+    assert extracted == ANSWERS_LARGE  # the references were not sent again
+    assert second.judge_usage["cache_hits"] >= len(REFERENCES)
+
+
+def test_unreadable_answers_fall_back_and_are_counted(tmp_path):
+    answers = ["NOISE revenue rose 6% to 94.9 billion", "Cash flow was 5 billion"]
+    references = ["Revenue rose 6% to 94.9 billion", "Cash flow was 5 billion. NOISE capex"]
+    run = run_ems(
+        answers, references, judge=scripted_judge(tmp_path / "c.sqlite", ScriptedModel()), scorers=["llm"]
+    )
+    first, second = run.documents
+    # extraction of the first answer never parsed: the offline extractor's points stand in
+    assert first.answer_points == ["NOISE revenue rose 6% to 94.9 billion"]
+    assert first.parse_failures["extraction"] == 1
+    # the reference point containing NOISE: extraction failed too, and its match request
+    # (which quotes it) never parses: no match
+    assert second.parse_failures["extraction"] == 1
+    assert second.parse_failures["matching"] == 1
+    assert (
+        run.metrics()["ems_parse_failures"]
+        == run.parse_failures
+        == 1 + 1 + 1 + first.parse_failures["matching"] + first.parse_failures["scoring"]
+    )
+
+
+def test_offline_run_is_named_offline_and_needs_no_judge():
+    run = run_ems(
+        ["Revenue rose 6% to $94.9 billion."], ["Revenue increased 6% to $94.9 billion."], scorers=["rouge"]
+    )
+    assert list(run.metrics()) == [
+        "ems_offline_rouge_precision",
+        "ems_offline_rouge_recall",
+        "ems_offline_rouge_f1",
+    ]
+    with pytest.raises(ValueError, match="needs a judge"):
+        run_ems(["a"], ["b"], scorers=["llm"])
+    with pytest.raises(ValueError, match="unknown EMS scorer"):
+        run_ems(["a"], ["b"], scorers=["bleu"])
+    with pytest.raises(ValueError, match="2 answers but 1 references"):
+        run_ems(["a", "b"], ["c"])
+
+
+def test_empty_and_missing_texts_score_without_judge_calls(tmp_path):
+    model = ScriptedModel()
+    run = run_ems(
+        [None, ""], ["", "Some point"], judge=scripted_judge(tmp_path / "c.sqlite", model), scorers=["llm"]
+    )
+    assert [d.ems["llm"] for d in run.documents] == [(1.0, 1.0, 1.0), (0.0, 0.0, 0.0)]
+    assert [len(batch) for batch in model.batches] == [1]  # only the one non-empty text was extracted
+
+
+def _docs(settings):
+    return [
+        {"id": f"d{i}", "reference": ref, "scoring": json.dumps(settings), "truncated": i == 0}
+        for i, ref in enumerate(REFERENCES)
+    ]
+
+
+def test_corpus_metrics_share_one_memoised_pass_and_write_details(tmp_path, monkeypatch):
+    monkeypatch.setenv(harness.DETAILS_ENV, str(tmp_path / "details"))
+    passes = []
+    real = harness._run_corpus
+    monkeypatch.setattr(
+        harness, "_run_corpus", lambda payloads, key: passes.append(key) or real(payloads, key)
+    )
+    settings = {"judge": None, "judge_options": {}, "bertscore_model": "offline", "max_score": 10}
+    per_doc = [harness.process_results(doc, [answer]) for doc, answer in zip(_docs(settings), ANSWERS_SMALL)]
+
+    assert per_doc[0]["truncated_documents"] == 1.0
+    assert harness.total([r["truncated_documents"] for r in per_doc]) == 1.0
+    corpus = [name for name, value in per_doc[0].items() if isinstance(value, list)]
+    assert corpus == [
+        "bleu",
+        "bertscore_f1",
+        "ems_offline_rouge_precision",
+        "ems_offline_rouge_recall",
+        "ems_offline_rouge_f1",
+        "ems_offline_bertscore_precision",
+        "ems_offline_bertscore_recall",
+        "ems_offline_bertscore_f1",
+    ]
+    values = {name: harness.corpus_metric([r[name] for r in per_doc]) for name in corpus}
+    assert len(passes) == 1  # eight aggregations, one pass
+    assert 0 <= values["ems_offline_rouge_f1"] <= 1 and 0 < values["bertscore_f1"] <= 1
+
+    details = json.loads(next((tmp_path / "details").glob("fin_ems-offline-*.json")).read_text())
+    assert [d["id"] for d in details["documents"]] == ["d0", "d1"]
+    assert details["documents"][0]["alignment"] == [0, -1, -1]  # "Revenue rose ..." matched
+    assert details["metrics"]["ems_offline_rouge_f1"] == pytest.approx(values["ems_offline_rouge_f1"])
+
+
+def test_rescore_logged_samples(tmp_path):
+    settings = {"judge": None, "judge_options": {}, "bertscore_model": "offline", "max_score": 10}
+    samples = [
+        {"doc": doc, "filtered_resps": [answer], "resps": [[answer]]}
+        for doc, answer in zip(_docs(settings), ANSWERS_SMALL)
+    ]
+    offline_metrics, offline_details = harness.rescore(samples, None)
+    assert "ems_offline_rouge_f1" in offline_metrics and len(offline_details) == 2
+
+    judge = scripted_judge(tmp_path / "c.sqlite", ScriptedModel())
+    metrics, details = harness.rescore(samples, judge)
+    assert metrics["ems_llm_f1"] == pytest.approx(sum(d["ems"]["llm"][2] for d in details) / 2)
+    assert {"ems_rouge_f1", "ems_bertscore_f1", "bleu", "bertscore_f1", "ems_judge_model_calls"} <= set(
+        metrics
+    )
+    assert details[0]["id"] == "d0"
+    with pytest.raises(ValueError, match="reference"):
+        harness.rescore([{"doc": {}}], None)

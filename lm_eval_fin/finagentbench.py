@@ -20,6 +20,8 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+from lm_eval_fin.jsonl import read_jsonl
+
 EXPECTED = (
     "a FinAgentBench challenge JSONL file (or a folder of them): one JSON object per line with "
     "'uuid' or '_id', 'messages' (one user message holding the prompt) and, in dev files, "
@@ -75,17 +77,11 @@ def check_record(record: Any, where: str) -> dict:
 
 def load_records(data_path: str | Path, kind: str = "document") -> list[dict]:
     """All records of the challenge file(s) at ``data_path``, checked."""
-    records = []
-    for file in find_files(data_path, kind):
-        with open(file, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise ChallengeFormatError(f"{file}:{number}: not JSON ({exc.msg}); expected {EXPECTED}") from None
-                records.append(check_record(record, f"{file}:{number}"))
+    records = [
+        check_record(record, where)
+        for file in find_files(data_path, kind)
+        for where, record in read_jsonl(file, ChallengeFormatError)
+    ]
     if not records:
         raise ChallengeFormatError(f"{data_path} holds no records; expected {EXPECTED}")
     return records

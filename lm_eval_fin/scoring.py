@@ -45,6 +45,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from lm_eval_fin.jsonl import read_jsonl
+
 logger = logging.getLogger("lm_eval_fin.scoring")
 
 # task family -> "module:function" with signature rescore(samples, judge) -> (metrics, details)
@@ -123,21 +125,12 @@ def load_rescorer(family: str) -> Callable[[list[dict], Any], tuple[dict[str, fl
 
 def read_samples(path: Path) -> list[dict]:
     samples = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                sample = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ScoreError(f"{path}:{number}: not JSON ({exc.msg})") from exc
-            if not isinstance(sample, dict) or "doc" not in sample or not (
-                "resps" in sample or "filtered_resps" in sample
-            ):
-                raise ScoreError(
-                    f"{path}:{number}: not an lm-eval sample (needs doc and resps or filtered_resps)"
-                )
-            samples.append(sample)
+    for where, sample in read_jsonl(path, ScoreError):
+        if not isinstance(sample, dict) or "doc" not in sample or not (
+            "resps" in sample or "filtered_resps" in sample
+        ):
+            raise ScoreError(f"{where}: not an lm-eval sample (needs doc and resps or filtered_resps)")
+        samples.append(sample)
     if not samples:
         raise ScoreError(f"{path} holds no samples")
     return samples

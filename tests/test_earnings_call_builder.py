@@ -128,7 +128,7 @@ def test_read_dataset_errors(tmp_path):
     with pytest.raises(ec.BuildError, match="lacks text fields"):
         ec.read_dataset(bad)
     bad.write_text("{not json\n")
-    with pytest.raises(ec.BuildError, match="not a JSON line"):
+    with pytest.raises(ec.BuildError, match="not JSON"):
         ec.read_dataset(bad)
 
 

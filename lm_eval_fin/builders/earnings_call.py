@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from lm_eval_fin.jsonl import read_jsonl
+
 logger = logging.getLogger(__name__)
 
 HUB_DATASET = "kurry/sp500_earnings_transcripts"
@@ -275,17 +277,10 @@ def local_transcripts(folder: str | Path) -> list[Transcript]:
         raise BuildError(f"transcript folder {str(root)!r} does not exist")
     transcripts = [text_file_transcript(path) for path in sorted(root.glob("*.txt"))]
     for path in sorted(root.glob("*.jsonl")):
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise BuildError(f"{path}:{number}: not a JSON line ({exc})") from None
-                if not isinstance(record, dict):
-                    raise BuildError(f"{path}:{number}: expected a JSON object")
-                transcripts.append(transcript_from_record(record, f"{path}:{number}"))
+        for where, record in read_jsonl(path, BuildError):
+            if not isinstance(record, dict):
+                raise BuildError(f"{where}: expected a JSON object")
+            transcripts.append(transcript_from_record(record, where))
     if not transcripts:
         raise BuildError(f"{root} holds no .txt or .jsonl transcripts")
     return transcripts
@@ -505,17 +500,10 @@ def read_dataset(data_path: str | Path) -> list[dict]:
             loaded = loaded[split]
         records = list(loaded)
     elif path.is_file():
-        records = []
-        with open(path, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise BuildError(
-                        f"{path}:{number}: not a JSON line ({exc}); expected {expected}"
-                    ) from None
+        try:
+            records = [record for _, record in read_jsonl(path, BuildError)]
+        except BuildError as exc:
+            raise BuildError(f"{exc}; expected {expected}") from None
     else:
         raise BuildError(f"data_path {str(path)!r} does not exist; expected {expected}")
     for number, record in enumerate(records, start=1):

@@ -22,7 +22,7 @@ def run() -> list[dict]:
     from lm_eval.models.huggingface import HFLM
     from lm_eval.tasks import TaskManager
 
-    model = HFLM(pretrained=str(paths.embedded_model()), dtype="float32", batch_size=4)
+    model = HFLM(pretrained=str(paths.embedded_model()), device="cpu", dtype="float32", batch_size=4)
     generation_s = 0.0
     generate_until = model.generate_until
 

@@ -1,4 +1,4 @@
-"""Shared fixtures. Tests never touch the network or ../shared; the hub is off."""
+"""Shared fixtures. Tests never touch the network or the reference material outside the repo; the hub is off."""
 
 import os
 

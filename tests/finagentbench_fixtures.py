@@ -1,4 +1,4 @@
-"""Challenge-format records written by the tests (never read from ../shared)."""
+"""Challenge-format records written by the tests themselves (no reference data is read)."""
 
 import json
 

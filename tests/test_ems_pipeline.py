@@ -36,6 +36,8 @@ class ScriptedModel:
         system, user = request.messages[0]["content"], request.messages[-1]["content"]
         if ALWAYS_GARBLE in user or (GARBLE in user and request.attempt == 0):
             return "Let me think about that."
+        if system == prompts.MATCH_SYSTEM and OFF_LIST in user and request.attempt == 0:
+            return json.dumps({"match": 99})  # a point the answer does not have
         if system == prompts.EXTRACT_SYSTEM:
             text = user.removeprefix("Answer:\n")
             return "```json\n" + json.dumps([s.strip() for s in text.split(". ") if s.strip()]) + "\n```"
@@ -48,6 +50,9 @@ class ScriptedModel:
                 {"match": int(best[0]) if len(words & set(best[1].lower().split())) >= 3 else -1}
             )
         return 'Score: {"score": 8}'
+
+
+OFF_LIST = "OFFLIST"
 
 
 def scripted_judge(cache_path, model, name="scripted"):
@@ -87,6 +92,14 @@ ANSWERS_LARGE = [
     "Revenue rose 6% to 94.9 billion. Services hit a record. GARBLE margins held",
     "Capex was 2 billion",
 ]
+
+
+def test_a_match_off_the_answer_list_is_asked_again(tmp_path):
+    judge = CountingJudge(scripted_judge(tmp_path / "cache.sqlite", ScriptedModel()))
+    run = run_ems(["Cash flow was 5 billion"], [f"Cash flow was 5 billion {OFF_LIST}"], judge=judge, scorers=["llm"])
+    assert ("EMS match (re-ask 1)", [1]) in judge.calls
+    assert run.documents[0].alignment == [0]
+    assert run.metrics()["ems_parse_failures"] == 0
 
 
 def test_three_batched_rounds_plus_reasks_and_hand_checked_scores(tmp_path):

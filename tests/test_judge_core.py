@@ -247,6 +247,19 @@ def test_complete_parsed_single_attempt_and_empty_batch():
         complete_parsed(judge, [ask("a")], parse_score, max_attempts=0)
 
 
+def test_complete_parsed_with_one_parser_per_request():
+    # "3" is readable for a list of 5 but not for a list of 2, so only b is re-asked
+    def within(n):
+        return lambda text: int(text) if text.isdigit() and int(text) <= n else None
+
+    judge = ScriptedJudge({("a", 0): "3", ("b", 0): "3", ("b", 1): "2"})
+    values = complete_parsed(judge, [ask("a"), ask("b")], [within(5), within(2)], max_attempts=2)
+    assert values == [3, 2]
+    assert judge.batches == [[("a", 0), ("b", 0)], [("b", 1)]]
+    with pytest.raises(ValueError, match="2 parsers for 1 requests"):
+        complete_parsed(judge, [ask("a")], [within(1), within(2)])
+
+
 def test_batch_stats_accumulate():
     total = BatchStats()
     total.add(BatchStats(requests=3, cache_hits=1, retries=2, wall_time_s=0.5, extra={"n": 1, "tag": "x"}))

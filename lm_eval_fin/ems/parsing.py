@@ -171,7 +171,7 @@ def parse_match_number(text: str | None) -> int | None:
     Reads ``{"match": 3}``, "Answer point 3", "[3]", a bare number; -1, "none", "null" or
     ``{"match": null}`` mean no match. Non-integers and numbers below -1 or equal to 0 are
     unreadable (None). The range check against the number of answer points is
-    :func:`answer_index`'s, because one parser serves a whole batch of lists.
+    :func:`answer_index`'s; :func:`parse_match` does both.
 
     >>> parse_match_number('Best match: {"match": 3}')
     3

@@ -34,7 +34,7 @@ from typing import Any, Sequence
 
 from lm_eval_fin.ems import offline, prompts
 from lm_eval_fin.ems.formulas import NO_MATCH, ems_scores
-from lm_eval_fin.ems.parsing import answer_index, parse_match_number, parse_points, parse_score
+from lm_eval_fin.ems.parsing import parse_match, parse_points, parse_score
 
 LLM, ROUGE, BERTSCORE = "llm", "rouge", "bertscore"
 SCORERS = (LLM, ROUGE, BERTSCORE)
@@ -190,21 +190,22 @@ def match_all(
         )
     from lm_eval_fin.judge import complete_parsed
 
-    requests, owners = [], []
+    requests, parsers, owners = [], [], []
     for doc, (refs, answers) in enumerate(point_pairs):
         if answers:  # nothing to match against: every reference point is unmatched
             for position, ref in enumerate(refs):
                 requests.append(prompts.match_request(ref, answers))
+                # an index off this answer's list is unreadable, so it is asked again
+                parsers.append(functools.partial(parse_match, n_answer_points=len(answers)))
                 owners.append((doc, position))
-    numbers = (
-        complete_parsed(judge, requests, parse_match_number, desc="EMS match", max_attempts=max_attempts)
+    indices = (
+        complete_parsed(judge, requests, parsers, desc="EMS match", max_attempts=max_attempts)
         if requests
         else []
     )
     alignments = [[NO_MATCH] * len(refs) for refs, _ in point_pairs]
     failures = [0] * len(point_pairs)
-    for (doc, position), number in zip(owners, numbers):
-        index = answer_index(number, len(point_pairs[doc][1]))
+    for (doc, position), index in zip(owners, indices):
         if index is None:
             failures[doc] += 1
         else:

@@ -249,11 +249,15 @@ def _safe_parse(parse: Callable[[str], T | None], text: str) -> T | None:
 def complete_parsed(
     judge: Judge,
     requests: Sequence[JudgeRequest],
-    parse: Callable[[str], T | None],
+    parse: Callable[[str], T | None] | Sequence[Callable[[str], T | None]],
     desc: str = "judge",
     max_attempts: int = 3,
 ) -> list[T | None]:
     """Complete ``requests`` and parse each answer; re-ask only the unparsable ones.
+
+    ``parse`` is one parser for every answer, or one per request when what counts as a
+    readable answer depends on the request (a match index must lie within that request's
+    list, for instance), so such an answer is re-asked too.
 
     Returns the parsed values in order, None where the request failed or its answer stayed
     unparsable after ``max_attempts``. Those parse failures are added to ``judge.stats``;
@@ -264,6 +268,9 @@ def complete_parsed(
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
     requests = list(requests)
+    parsers = [parse] * len(requests) if callable(parse) else list(parse)
+    if len(parsers) != len(requests):
+        raise ValueError(f"{len(parsers)} parsers for {len(requests)} requests")
     results: list[T | None] = [None] * len(requests)
     total = BatchStats()
     pending = list(range(len(requests)))
@@ -284,7 +291,7 @@ def complete_parsed(
         for index, response in zip(pending, responses):
             if response.text is None:
                 continue  # a transport failure, retried by the backend already
-            value = _safe_parse(parse, response.text)
+            value = _safe_parse(parsers[index], response.text)
             if value is None:
                 unparsed.append(index)
             else:

@@ -4,6 +4,7 @@ whole pipeline driven by a deterministic lexical judge (tests/fincards_fixtures.
 import json
 import math
 import random
+import re
 
 import bm25s
 import pytest
@@ -11,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lm_eval_fin.rerank import FinCardsConfig, VARIANTS, queries_from_records, run_fincards
-from lm_eval_fin.rerank import bm25, cli, screening, tournament
+from lm_eval_fin.rerank import bm25, cli, screening, tournament, zeroshot
 from lm_eval_fin.rerank.audit import card_matches, fill_ranking
 from lm_eval_fin.rerank.cards import card_request, chunk_key, fallback_card, parse_card
 from lm_eval_fin.rerank.intent import coverage_quotas, parse_intent, satisfies_quota
@@ -19,6 +20,7 @@ from lm_eval_fin.rerank.jsontext import as_enum, as_id, parse_json_object
 from lm_eval_fin.rerank.screening import Pick, group_picks, merge_picks, parse_selection, round_robin_groups
 from lm_eval_fin.rerank.tournament import (
     Tournament,
+    balanced_sizes,
     borda_points,
     group_size,
     jaccard,
@@ -150,17 +152,62 @@ def test_quotas_are_filled_from_the_group_when_the_judge_misses_them():
     cards = {1: _card(), 2: _card(), 3: _card(table=True, time_columns=True), 4: _card(table=True, time_columns=True),
              5: _card(role="definition")}
     group = [1, 2, 3, 4, 5]  # BM25 order
-    picks = group_picks(0, group, [(1, 90.0, "a"), (2, 70.0, "b")], cards, ["trend", "definition"])
+    picks = group_picks(0, group, [(1, 90.0, "a"), (2, 70.0, "b")], cards, ["trend", "definition"], low=2)
     assert [(p.chunk, p.score, p.via) for p in picks] == [
         (1, 90.0, "judge"), (2, 70.0, "judge"), (3, 70.0, "quota:trend"), (5, 70.0, "quota:definition")
     ]
     # a selection that already fills the quota is left alone
-    assert len(group_picks(0, group, [(4, 50.0, "")], cards, ["trend"])) == 1
+    assert len(group_picks(0, group, [(4, 50.0, "")], cards, ["trend"], low=1)) == 1
 
 
-def test_an_unparsable_group_keeps_its_bm25_head_at_score_zero():
-    picks = group_picks(2, [9, 8, 7], None, {}, ["trend"], low=2)
-    assert [(p.chunk, p.score, p.group, p.via) for p in picks] == [(9, 0.0, 2, "fallback"), (8, 0.0, 2, "fallback")]
+def test_an_unparsable_group_keeps_its_bm25_head_at_score_zero_and_its_quotas():
+    cards = {9: _card(), 8: _card(), 7: _card(table=True, time_columns=True)}
+    picks = group_picks(2, [9, 8, 7], None, cards, ["trend"], low=2)
+    assert [(p.chunk, p.score, p.group, p.via) for p in picks] == [
+        (9, 0.0, 2, "fallback"), (8, 0.0, 2, "fallback"), (7, 0.0, 2, "quota:trend")
+    ]
+    assert len(group_picks(2, [9, 8, 7], None, cards, [], low=2)) == 2
+
+
+def test_a_judge_keeping_fewer_than_the_minimum_is_topped_up_by_bm25():
+    group = list(range(20, 30))  # BM25 order
+    cards = {c: _card() for c in group}
+    picks = group_picks(1, group, [(23, 80.0, "x"), (27, 40.0, "y")], cards, [], low=8)
+    # the two judged picks, then the best six others by BM25, at the lowest judged score
+    assert [(p.chunk, p.score, p.via) for p in picks] == [
+        (23, 80.0, "judge"), (27, 40.0, "judge"),
+        (20, 40.0, "pad"), (21, 40.0, "pad"), (22, 40.0, "pad"), (24, 40.0, "pad"), (25, 40.0, "pad"), (26, 40.0, "pad"),
+    ]
+    # a group smaller than the minimum is asked to be kept whole, so it is padded to all of it
+    small = group_picks(0, [1, 2, 3], [(2, 70.0, "")], {c: _card() for c in (1, 2, 3)}, [], low=8)
+    assert [(p.chunk, p.via) for p in small] == [(2, "judge"), (1, "pad"), (3, "pad")]
+    # enough picks: nothing added
+    enough = [(c, 50.0, "") for c in group[:8]]
+    assert all(p.via == "judge" for p in group_picks(0, group, enough, cards, [], low=8))
+
+
+def test_a_quota_chunk_survives_the_top_n_cut():
+    cards = {c: _card() for c in (1, 2, 3, 4)}
+    cards[5] = _card(table=True, time_columns=True)
+    picks = [Pick(1, 90, 0), Pick(2, 80, 0), Pick(3, 70, 1), Pick(4, 60, 1), Pick(5, 60, 1, via="quota:trend")]
+    bm25_rank = {1: 1, 2: 2, 3: 3, 4: 4, 5: 5}
+    # without the quota the cut keeps 1, 2, 3 and the trend chunk (lowest score, worst BM25) is lost
+    assert [p.chunk for p in merge_picks(picks, bm25_rank, top_n=3)] == [1, 2, 3]
+    kept = merge_picks(picks, bm25_rank, top_n=3, quotas=["trend"], cards=cards)
+    assert [(p.chunk, p.via) for p in kept] == [(1, "judge"), (2, "judge"), (5, "quota:trend")]
+    assert "top-3 cut for the trend quota" in kept[-1].reason
+    # a quota already met inside the cut changes nothing
+    assert [p.chunk for p in merge_picks(picks, bm25_rank, top_n=5, quotas=["trend"], cards=cards)] == [1, 2, 3, 4, 5]
+
+
+def test_the_cut_never_swaps_out_a_chunk_that_fills_another_quota():
+    cards = {1: _card(), 2: _card(role="definition"), 3: _card(table=True, time_columns=True)}
+    picks = [Pick(1, 90, 0), Pick(2, 80, 0), Pick(3, 10, 1)]
+    kept = merge_picks(picks, {1: 1, 2: 2, 3: 3}, top_n=2, quotas=["trend", "definition"], cards=cards)
+    # the last kept chunk (2) holds the definition quota, so the trend chunk replaces 1
+    assert [p.chunk for p in kept] == [2, 3]
+    # no chunk outside the cut fills the quota: the cut stands
+    assert [p.chunk for p in merge_picks(picks[:2], {1: 1, 2: 2}, top_n=1, quotas=["trend"], cards=cards)] == [1]
 
 
 def test_quota_rules():
@@ -176,6 +223,19 @@ def test_quota_rules():
     assert coverage_quotas(None, "What was revenue in the second quarter?") == []
 
 
+def test_an_intent_without_a_known_relation_falls_back_to_keyword_quotas():
+    for answer in ('{"topic": "Revenue", "metrics": ["revenue"]}', '{"topic": "Revenue", "relation": "growth"}'):
+        intent = parse_intent(answer)
+        assert intent is not None and intent["relation"] is None
+        assert coverage_quotas(intent, "How did revenue change year over year?") == ["trend"]
+        assert coverage_quotas(intent, "What was revenue in 2025?") == []
+    # a relation the intent does name still decides, keywords or not
+    assert coverage_quotas(parse_intent('{"relation": "lookup"}'), "How did revenue change year over year?") == []
+    # the audit labels follow the same quotas
+    card = _card(table=True, time_columns=True)
+    assert "fits trend quota" in card_matches(card, "How did revenue change?", parse_intent('{"topic": "Revenue"}'))
+
+
 # ---------------------------------------------------------------------------------------------
 # Stage 3
 
@@ -183,6 +243,33 @@ def test_quota_rules():
 @pytest.mark.parametrize("n, size", [(1, 1), (15, 15), (16, 15), (30, 15), (31, 15), (40, 20), (50, 25), (51, 25), (150, 25)])
 def test_stage3_group_size(n, size):
     assert group_size(n) == size
+
+
+@pytest.mark.parametrize(
+    "n, sizes",
+    [
+        (1, [1]), (15, [15]),
+        (16, [8, 8]),  # target 15: 15 + 1 would leave a group of one
+        (31, [11, 10, 10]),  # target 15: 15 + 15 + 1
+        (33, [11, 11, 11]),  # target 16: 16 + 16 + 1
+        (35, [12, 12, 11]),  # target 17: 17 + 17 + 1
+        (49, [17, 16, 16]),  # target 24: 24 + 24 + 1
+        (40, [20, 20]), (50, [25, 25]),
+        (51, [17, 17, 17]),  # target 25: 25 + 25 + 1
+        (150, [25] * 6),
+    ],
+)
+def test_stage3_groups_are_balanced_around_the_target_size(n, sizes):
+    assert balanced_sizes(n, group_size(n)) == sizes
+    groups = tournament.regroup(list(range(n)), group_size(n), random.Random("0"))
+    assert [len(g) for g in groups] == sizes and sorted(c for g in groups for c in g) == list(range(n))
+
+
+def test_no_stage3_round_has_a_group_of_one_or_uneven_groups():
+    for n in range(2, 201):
+        sizes = balanced_sizes(n, group_size(n))
+        assert sum(sizes) == n and max(sizes) - min(sizes) <= 1 and min(sizes) >= 2, n
+        assert len(sizes) == math.ceil(n / group_size(n)), n
 
 
 def test_regrouping_is_seeded_and_covers_every_candidate():
@@ -263,6 +350,21 @@ def test_rank_variance_by_hand():
     assert rank_variance([["a", "b"]], ["a"]) is None
 
 
+def test_rank_variance_follows_the_running_order_not_each_round():
+    t = Tournament(list("abcd"), seed=0, top_k=2, max_rounds=3)
+    t.record_round([list("ab"), list("cd")], [list("ab"), list("cd")])  # a 1, c 1, b 0, d 0
+    t.record_round([list("ca"), list("bd")], [list("ac"), list("bd")])  # c 1, b 1, a 0, d 0
+    # running totals: after round 1 a, c, b, d; after round 2 c 2, a 1, b 1, d 0: c, a, b, d
+    assert t.running_orders == [list("acbd"), list("cabd")]
+    assert t.round_orders == [list("acbd"), list("bcad")]
+    assert t.final_order()[:2] == ["c", "a"] and t.stopped == "converged"
+    # c at 2 then 1, a at 1 then 2: variance 0.25 each; each round's own ranking would give
+    # a at 1 then 3 (1.0) and c at 2 and 2 (0.0), 0.5 on average
+    assert t.running_positions("c") == [2, 1] and t.round_positions("a") == [1, 3]
+    assert t.rank_variance() == pytest.approx(0.25)
+    assert rank_variance(t.round_orders, ["c", "a"]) == pytest.approx(0.5)
+
+
 def test_unparsable_and_partial_group_answers_fall_back_to_prior_order():
     t = Tournament([5, 6, 7, 8], seed=0, top_k=2, max_rounds=1)
     t.record_round([None, [8]], [[7, 5], [8, 6]])
@@ -302,6 +404,22 @@ def test_card_requests_depend_on_the_chunk_only():
     a, b = card_request("Revenue was $5 million.", 64), card_request("Revenue was $5 million.", 64)
     assert a == b and "Revenue was $5 million." in a.messages[-1]["content"]
     assert chunk_key("x") == chunk_key("x") != chunk_key("y")
+
+
+def test_the_llm_prompt_shares_a_character_budget_between_its_chunks():
+    assert zeroshot.chunk_chars(60) == 1500  # 90,000 / 60 = 1,500: the per-chunk maximum
+    assert zeroshot.chunk_chars(150) == 600  # 90,000 / 150
+    assert zeroshot.chunk_chars(40) == 1500  # 2,250 capped at the maximum
+    assert zeroshot.chunk_chars(100, prompt_chars=30_000, most=200) == 200
+    long_text = "revenue " * 300  # 2,400 characters
+    for candidates, limit in ((150, 600), (60, 1500)):
+        chunks = {i: long_text for i in range(candidates)}
+        request = zeroshot.zeroshot_request("revenue?", chunks, list(chunks), 10, 256)
+        blocks = re.findall(r"^\[Chunk Index \d+\] (.*)$", request.messages[-1]["content"], re.MULTILINE)
+        assert len(blocks) == candidates
+        assert all(limit - 10 <= len(block) <= limit + 2 for block in blocks)  # " …" marks the cut
+    body = zeroshot.zeroshot_request("revenue?", {i: long_text for i in range(150)}, list(range(150)), 10, 256)
+    assert len(body.messages[-1]["content"]) < 90_000 + 150 * 20 + 200
 
 
 def test_selection_and_listwise_parsers():
@@ -382,7 +500,7 @@ def test_every_variant_ranks_every_chunk_and_books_its_cost():
         assert all(0.0 <= result.scores[m] <= 1.0 for m in ("ndcg", "map", "mrr"))
         assert len(result.audit["final"]) == len(FILING)
     by = {(r.query_id, r.variant): r for r in run.results}
-    # cards: one request per distinct chunk for both queries, their cost shared evenly
+    # cards: one request per distinct chunk for both queries, which share every card
     kinds = [r.json_schema["title"] for r in judge.requests]
     assert kinds.count("fincards_card") == len(FILING) == run.distinct_chunks
     assert by[("q-trend", "bm25")].cost["calls"] == 0
@@ -415,7 +533,7 @@ def test_each_stage_is_one_batch_across_queries():
     for stage in ("cards", "intent", "llm", "screening"):
         assert descs.count(f"fincards {stage}") == 1
     assert dict(judge.batches)["fincards screening"] == 4  # 2 groups x 2 queries
-    assert 2 <= descs.count("fincards ranking") <= SMALL.max_rounds
+    assert 2 <= descs.count("fincards tournament") <= SMALL.max_rounds
 
 
 def test_an_unusable_judge_leaves_bm25_order_and_is_counted():
@@ -464,6 +582,73 @@ def test_a_record_without_chunks_gets_an_empty_ranking():
     empty = [r for r in run.results if r.query_id == "empty"]
     assert [r.ranking for r in empty] == [[]] * len(VARIANTS)
     assert all(r.scores == {"ndcg": 0.0, "map": 0.0, "mrr": 0.0} for r in empty)
+
+
+class ForeignFirstJudge(LexicalJudge):
+    """The lexical judge, except that a first answer to a screening, tournament or llm request
+    names only chunk ids that the request did not show (ids of other groups or queries)."""
+
+    def __init__(self, ids):
+        super().__init__()
+        self.ids = set(ids)
+
+    def _answer(self, request):
+        kind = request.json_schema["title"]
+        content = request.messages[-1]["content"]
+        shown = {int(i) for i in re.findall(r"^\[(?:Chunk Index )?(\d+)\]", content, re.MULTILINE)}
+        foreign = sorted(self.ids - shown)
+        if request.attempt == 0 and foreign and kind in ("fincards_screening", "fincards_ranking", "fincards_zeroshot"):
+            if kind == "fincards_screening":
+                return json.dumps({"selected": [{"id": i, "score": 90, "reason": "elsewhere"} for i in foreign]})
+            return json.dumps({"ranking": foreign})
+        return super()._answer(request)
+
+
+def test_an_answer_naming_only_other_groups_chunks_is_asked_again():
+    # a second filing with two more chunks, so the llm request of the first two queries can
+    # be answered with chunks of another query's filing
+    records = filing_records() + [
+        {"uuid": "q-longer", "messages": [{"role": "user", "content": chunk_prompt("Northwind net income 2025",
+                                                                                     FILING + ["Backlog rose.", "Debt fell."])}]}
+    ]
+    judge = ForeignFirstJudge(range(len(FILING) + 2))
+    run = run_fincards(queries_from_records(records), judge, VARIANTS, SMALL)
+    reasked = {r.json_schema["title"] for r in judge.requests if r.attempt == 1}
+    assert reasked == {"fincards_screening", "fincards_ranking", "fincards_zeroshot"}
+    # every such answer was re-asked and then read; nothing fell back
+    assert all(c.unusable == 0 for c in run.stages.values()), run.stages
+    by = {(r.query_id, r.variant): r for r in run.results}
+    assert by[("q-trend", "llm")].audit["llm"]["parsed"] is True
+    vias = {p["via"] for g in by[("q-trend", "full")].audit["stage2"]["groups"] for p in g["kept"]}
+    assert "fallback" not in vias
+
+
+def test_cost_is_summed_per_stage():
+    judge = LexicalJudge()  # 10 prompt and 2 completion tokens per answer
+    run = run_fincards(queries_from_records(filing_records()), judge, VARIANTS, SMALL)
+    kinds = [r.json_schema["title"] for r in judge.requests]
+    expected = {"cards": len(FILING), "intent": 2, "llm": 2, "screening": 4, "tournament": kinds.count("fincards_ranking")}
+    assert {stage: count.cost.calls for stage, count in run.stages.items()} == expected
+    assert all(c.cost.prompt_tokens == 10 * c.cost.calls and c.cost.completion_tokens == 2 * c.cost.calls
+               for c in run.stages.values())
+    assert sum(c.cost.calls for c in run.stages.values()) == len(judge.requests)
+    # both tournaments (s1+s3 and full) book to the tournament stage
+    tournaments = [r.cost["calls"] - len(FILING) / 2 for r in run.results if r.variant == "s1+s3"]
+    full_rounds = sum(len(r.audit["stage3"]["rounds"]) for r in run.results if r.variant == "full")
+    assert sum(tournaments) + full_rounds == expected["tournament"]  # one group per round in each
+
+
+def test_card_cost_is_shared_by_the_queries_whose_candidates_use_the_card():
+    # the second filing shares one chunk text with the first: 7 distinct cards, one call each
+    records = filing_records()[:1] + [
+        {"uuid": "q-other", "messages": [{"role": "user", "content": chunk_prompt("Northwind pumps", [FILING[0], "Pumps sold well."])}]}
+    ]
+    run = run_fincards(queries_from_records(records), LexicalJudge(), ("s1+s2",), SMALL)
+    assert run.distinct_chunks == 7 and run.card_cost.calls == 7
+    calls = {r.query_id: r.cost["calls"] for r in run.results}
+    # q-trend: 5 own cards + half the shared one, intent, 2 groups; q-other: half the shared
+    # card + its own, intent, 1 group (an even split would give each 3.5 cards)
+    assert calls == {"q-trend": 5.5 + 1 + 2, "q-other": 1.5 + 1 + 1}
 
 
 def test_costs_follow_requests_through_re_asks_and_duplicates():
@@ -522,6 +707,18 @@ def test_cli_records_without_qrel_get_rankings_and_a_note(tmp_path, capsys):
     assert cli.main(_args(data=data, variant="bm25", out=out, judge="")) == 0
     assert "no qrel" in capsys.readouterr().out
     assert all(json.loads(line)["scores"] is None for line in out.read_text().splitlines())
+
+
+def test_cli_prints_the_cost_of_each_stage(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "load_judge", lambda spec, options: LexicalJudge())
+    data = write_filing(tmp_path / "chunks.jsonl")
+    assert cli.main(_args(data=data, variant="all", judge="test:lexical")) == 0
+    printed = capsys.readouterr().out.splitlines()
+    stage_lines = {line.split()[0]: line for line in printed if line.startswith("  ") and "calls" in line}
+    assert list(stage_lines) == ["cards", "intent", "llm", "screening", "tournament"]
+    # 6 cards, one call each at 10 prompt and 2 completion tokens
+    assert stage_lines["cards"].split() == ["cards", "6", "requests,", "0", "unusable,", "6", "calls", "(0", "cached),",
+                                            "60", "prompt", "+", "12", "completion", "tokens"]
 
 
 def test_cli_errors_are_clear(tmp_path, capsys, monkeypatch):

@@ -64,8 +64,9 @@ def test_every_variant_runs_with_the_embedded_judge(two_runs):
         assert all(0.0 <= result.scores[m] <= 1.0 for m in ("ndcg", "map", "mrr"))
         assert (result.cost["calls"] > 0) == (result.variant != "bm25")
         assert (result.rank_variance is not None) == (result.variant in ("s1+s3", "full"))
-    assert set(first.stages) == {"cards", "intent", "llm", "screening", "ranking"}
+    assert set(first.stages) == {"cards", "intent", "llm", "screening", "tournament"}
     assert first.stages["cards"].requests == len(FILING) == first.distinct_chunks
+    assert all(c.cost.calls >= c.requests for c in first.stages.values())  # re-asks add calls
     assert all(0 <= c.unusable <= c.requests for c in first.stages.values())
     full = next(r for r in first.results if r.variant == "full")
     assert {"stage1", "intent", "quotas", "stage2", "stage3", "final"} <= set(full.audit)
@@ -93,6 +94,8 @@ def test_cli_end_to_end(two_runs, fincards_cache, embedded_judge_spec, tmp_path)
     assert table[1].split()[:4] == ["variant", "nDCG@10", "MAP@10", "MRR@10"]
     assert [line.split()[0] for line in table[2:7]] == list(VARIANTS)
     assert "cards: 6 distinct chunks" in done.stdout
+    stage_lines = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")]
+    assert stage_lines == ["cards", "intent", "llm", "screening", "tournament"]
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert [(r["id"], r["variant"], r["ranking"]) for r in records] == [
         (r.query_id, r.variant, r.ranking) for r in first.results

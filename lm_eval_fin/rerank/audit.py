@@ -14,7 +14,7 @@ import re
 from typing import Any, Mapping, Sequence
 
 from lm_eval_fin.rerank.bm25 import tokenize
-from lm_eval_fin.rerank.intent import DEFINITION, TREND, satisfies_quota
+from lm_eval_fin.rerank.intent import coverage_quotas, satisfies_quota
 
 _YEAR = re.compile(r"(?:19|20)\d{2}")
 # Words too common in questions about filings to say anything about a match.
@@ -57,12 +57,11 @@ def card_matches(card: Mapping[str, Any], question: str, intent: Mapping[str, An
                     labels.append(tag)
         wanted_years = _years([*intent.get("temporal", {}).get("periods", []), question])
         numeric = bool(intent.get("numeric"))
-        relation = intent.get("relation")
     else:
         terms = dict.fromkeys(w for w in tokenize(question) if len(w) > 3 and w not in _COMMON and not w.isdigit())
         labels.extend(f"term:{w}" for w in terms if w in card_words)
         wanted_years = _years([question])
-        numeric, relation = False, None
+        numeric = False
     card_years = _years([*card["temporal"]["periods"], card["sketch"]])
     shared = sorted(wanted_years & card_years)
     labels.extend(f"period:{year}" for year in shared)
@@ -70,10 +69,8 @@ def card_matches(card: Mapping[str, Any], question: str, intent: Mapping[str, An
         labels.append(f"period mismatch (asks {', '.join(sorted(wanted_years))}; card {', '.join(sorted(card_years))})")
     if numeric and card["verifiability"]["numeric_claim"]:
         labels.append("figures")
-    if relation in ("trend", "comparison") and satisfies_quota(card, TREND):
-        labels.append("fits trend quota")
-    if relation in ("definition", "policy") and satisfies_quota(card, DEFINITION):
-        labels.append("fits definition quota")
+    # the quotas stage 2 applied, so the label agrees with the keyword fallback too
+    labels.extend(f"fits {quota} quota" for quota in coverage_quotas(intent, question) if satisfies_quota(card, quota))
     return labels
 
 

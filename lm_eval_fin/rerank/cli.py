@@ -6,7 +6,9 @@
 Writes one JSON line per query and variant (ranking of every chunk, best first; nDCG, MAP and
 MRR at k when the record has grades; rank variance; cost; the audit trace) and prints a
 table per variant: nDCG@k, MAP@k, MRR@k (x100, as in the paper), rank variance, and LLM calls
-and tokens per query. Records without ``qrel`` (eval files) get rankings and no scores.
+and tokens per query; then one line per judge stage (cards, intent, llm, screening,
+tournament) with its requests, unusable answers, calls and tokens over the whole run.
+Records without ``qrel`` (eval files) get rankings and no scores.
 """
 
 from __future__ import annotations
@@ -39,7 +41,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--llm-chunk-chars", type=int, default=FinCardsConfig.llm_chunk_chars,
-        help="characters of each chunk shown to the zero-shot llm baseline (default: %(default)s)",
+        help="at most this many characters of each chunk are shown to the zero-shot llm baseline (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--llm-prompt-chars", type=int, default=FinCardsConfig.llm_prompt_chars,
+        help="characters of chunk text in the llm baseline's prompt, shared by its candidates; the default "
+        "fits a 32k-token context (default: %(default)s)",
     )
 
 
@@ -58,6 +65,16 @@ def summary_rows(run: RunResult, variants: Sequence[str]) -> list[dict]:
             row[name] = sum(r.cost[name] for r in results) / len(results) if results else 0.0
         rows.append(row)
     return rows
+
+
+def stage_lines(run: RunResult) -> list[str]:
+    """One line per judge stage: requests, unusable answers, calls and tokens (whole run)."""
+    width = max((len(stage) for stage in run.stages), default=0)
+    return [
+        f"  {stage:<{width}} {count.requests} requests, {count.unusable} unusable, {count.cost.calls} calls "
+        f"({count.cost.cached} cached), {count.cost.prompt_tokens} prompt + {count.cost.completion_tokens} completion tokens"
+        for stage, count in run.stages.items()
+    ]
 
 
 def format_table(rows: Sequence[dict], k: int) -> str:
@@ -81,7 +98,7 @@ def main(args: argparse.Namespace) -> int:
     except (ChallengeFormatError, FileNotFoundError) as exc:
         print(f"lm-eval-fin rerank: {exc}", file=sys.stderr)
         return 2
-    for name in ("k", "max_attempts", "llm_chunk_chars"):
+    for name in ("k", "max_attempts", "llm_chunk_chars", "llm_prompt_chars"):
         if getattr(args, name) < 1:
             print(f"lm-eval-fin rerank: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2
@@ -102,7 +119,7 @@ def main(args: argparse.Namespace) -> int:
             return 2
     config = FinCardsConfig(
         k=args.k, seed=args.seed, max_tokens=options.max_tokens, max_attempts=args.max_attempts,
-        llm_chunk_chars=args.llm_chunk_chars,
+        llm_chunk_chars=args.llm_chunk_chars, llm_prompt_chars=args.llm_prompt_chars,
     )
     try:
         run = run_fincards(queries, judge, variants, config)
@@ -128,12 +145,12 @@ def main(args: argparse.Namespace) -> int:
         card = run.card_cost
         print(
             f"cards: {run.distinct_chunks} distinct chunks, {card.calls} calls ({card.cached} cached), "
-            f"{card.prompt_tokens} prompt + {card.completion_tokens} completion tokens; shared by all queries, "
-            "included per query above"
+            f"{card.prompt_tokens} prompt + {card.completion_tokens} completion tokens; each card's cost is "
+            "split over the queries whose candidates include its chunk, included per query above"
         )
     if run.stages:
-        failures = ", ".join(f"{stage} {c.unusable}/{c.requests}" for stage, c in run.stages.items())
-        print(f"unusable judge answers (after re-asks; fallbacks used): {failures}")
+        print("judge cost by stage, whole run (unusable: still unparsable after re-asks; fallbacks used):")
+        print("\n".join(stage_lines(run)))
     if args.out:
         print(f"wrote {len(run.results)} rankings with audit traces to {args.out}")
     return 0

@@ -3,7 +3,10 @@
 Every stage sends one batch (across all queries) through :func:`complete_parsed`, which may
 re-ask unparsable answers. :class:`MeteredJudge` sits between the stage and the judge: the
 stage registers who owns each request (a query of a stage, or a chunk for cards), and every
-response, re-asks included, is booked to that owner. Token counts come from the responses;
+response, re-asks included, is booked to that owner. An owner is a tuple whose first item
+names its stage (``("intent", 3)``, ``("tournament:full", 3)``), so the costs also add up
+per stage (:func:`costs_by_stage`). A card serves every query whose candidates include its
+chunk, so its cost is split over those queries (:func:`split_by_use`), not over the run. Token counts come from the responses;
 cached answers carry the counts of the call that produced them, so the figures describe
 what the method costs, not what this particular run happened to recompute (``cached`` says
 how many answers came from the cache).
@@ -11,9 +14,9 @@ how many answers came from the cache).
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict, dataclass
-from typing import Hashable, Sequence
+from typing import Collection, Hashable, Mapping, Sequence
 
 from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse
 
@@ -39,12 +42,43 @@ class Cost:
             self.cached + other.cached,
         )
 
-    def share(self, parts: int) -> dict[str, float]:
-        """This cost split evenly over ``parts`` (e.g. the card cost over the queries)."""
-        return {name: value / parts for name, value in asdict(self).items()} if parts else asdict(self)
-
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
+
+
+def costs_by_stage(costs: Mapping[Hashable, Cost]) -> dict[str, Cost]:
+    """The costs of ``(stage[:detail], ...)`` owners summed per stage, in first-seen order;
+    owners of another shape (requests nobody registered) are left out.
+
+    >>> costs_by_stage({("intent", 0): Cost(1, 10), ("tournament:full", 0): Cost(2, 30),
+    ...                 ("tournament:s1+s3", 1): Cost(3, 40), None: Cost(9)})
+    {'intent': Cost(calls=1, prompt_tokens=10, completion_tokens=0, cached=0), 'tournament': Cost(calls=5, prompt_tokens=70, completion_tokens=0, cached=0)}
+    """
+    totals: dict[str, Cost] = {}
+    for owner, cost in costs.items():
+        if isinstance(owner, tuple) and owner and isinstance(owner[0], str):
+            stage = owner[0].split(":", 1)[0]
+            totals[stage] = totals.get(stage, Cost()) + cost
+    return totals
+
+
+def split_by_use(costs: Mapping[Hashable, Cost], used_by: Sequence[Collection[Hashable]]) -> list[dict[str, float]]:
+    """Each user's share of ``costs``: an item's cost is split evenly over the users whose
+    collection holds it (``used_by[i]`` holds the items user i uses).
+
+    >>> shares = split_by_use({"a": Cost(2, 10), "b": Cost(1, 4)}, [{"a"}, {"a", "b"}, set()])
+    >>> [(s["calls"], s["prompt_tokens"]) for s in shares]
+    [(1.0, 5.0), (2.0, 9.0), (0.0, 0.0)]
+    """
+    users = Counter(item for items in used_by for item in set(items))
+    shares = []
+    for items in used_by:
+        share = dict.fromkeys(asdict(Cost()), 0.0)
+        for item in set(items):
+            for name, value in asdict(costs.get(item, Cost())).items():
+                share[name] += value / users[item]
+        shares.append(share)
+    return shares
 
 
 def _request_key(request: JudgeRequest) -> tuple:

@@ -6,8 +6,10 @@ definition, policy) and up to eight keywords. Stage 2 shows the intent beside th
 and uses its relation to decide the coverage quotas; the audit trace matches it against each
 card. The paper says stage 2 should use the intent; the public code computes intents but its
 stage-2 prompt never reads them (quotas there come from keyword lists over the question), so
-here we follow the paper. When the intent cannot be parsed the quotas fall back to those
-keyword lists, narrowed to the words that name a trend or a definition.
+here we follow the paper. When the intent cannot be parsed, or names no relation we know
+(the field is missing or holds a word outside the list), the quotas fall back to those keyword
+lists, narrowed to the words that name a trend or a definition: an unknown relation is no
+evidence that the question is a plain lookup.
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ def normalise_intent(raw: dict[str, Any]) -> dict[str, Any] | None:
             "granularity": as_enum(temporal.get("granularity"), GRANULARITIES, "none"),
         },
         "numeric": as_flag(raw.get("numeric")),
-        "relation": as_enum(raw.get("relation"), RELATIONS, "lookup"),
+        "relation": as_enum(raw.get("relation"), RELATIONS, None),  # None: the keywords decide
         "keywords": as_strings(raw.get("keywords"), limit=8),
         "source": "judge",
     }
@@ -132,15 +134,17 @@ _DEFINITION_WORDS = re.compile(
 def coverage_quotas(intent: dict[str, Any] | None, question: str) -> list[str]:
     """The quotas that apply to a question: ``trend`` for trend and comparison questions,
     ``definition`` for definition and policy questions (from the intent's relation, or from
-    keywords of the question when there is no intent).
+    keywords of the question when there is no intent or it names no relation).
 
     >>> coverage_quotas({"relation": "comparison"}, "")
     ['trend']
     >>> coverage_quotas(None, "How is adjusted EBITDA calculated?")
     ['definition']
+    >>> coverage_quotas({"relation": None}, "How did revenue change?")
+    ['trend']
     """
-    if intent is not None:
-        relation = intent.get("relation")
+    relation = intent.get("relation") if intent is not None else None
+    if relation is not None:
         quotas = []
         if relation in ("trend", "comparison"):
             quotas.append(TREND)

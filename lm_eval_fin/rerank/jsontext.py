@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, TypeVar
+
+D = TypeVar("D")  # the default of a coercion, returned as is
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*")
 _DECODER = json.JSONDecoder()
@@ -129,7 +131,7 @@ def _enum_key(text: str) -> str:
     return text.strip().lower().replace("-", "_").replace(" ", "_")
 
 
-def as_enum(value: Any, allowed: tuple[str, ...], default: str, synonyms: Mapping[str, str] | None = None) -> str:
+def as_enum(value: Any, allowed: tuple[str, ...], default: D, synonyms: Mapping[str, str] | None = None) -> str | D:
     """``value`` as one of ``allowed`` (case, spaces and hyphens ignored; ``synonyms`` maps
     other spellings), else ``default``.
 

@@ -14,11 +14,18 @@ by every query on the same filing), intents, the zero-shot pass, stage-2 screeni
 stage-3 rounds (one batch per round, over every tournament still running). Every variant's
 ranking covers all chunks of the filing: the method's own order first, then the chunks it
 did not place in BM25 order.
+
+A batch mixes requests of many queries and groups, so each request gets its own parser,
+bound to the chunks it showed: an answer that names only chunks of another group or query
+counts as unparsable and is asked again, rather than read as an empty answer. Costs are
+booked per query and per stage (cards, intent, llm, screening, tournament); a card's cost
+is split over the queries whose candidates include its chunk.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Hashable, Mapping, Sequence, TypeVar
 
 from lm_eval_fin.finagentbench import parse_challenge_prompt, prompt_text
@@ -26,7 +33,7 @@ from lm_eval_fin.judge import Judge, JudgeRequest, complete_parsed
 from lm_eval_fin.ranking import rank_metrics
 from lm_eval_fin.rerank import bm25, cards, intent, screening, tournament, zeroshot
 from lm_eval_fin.rerank.audit import card_matches, fill_ranking
-from lm_eval_fin.rerank.cost import Cost, MeteredJudge
+from lm_eval_fin.rerank.cost import Cost, MeteredJudge, costs_by_stage, split_by_use
 
 VARIANTS = ("bm25", "llm", "s1+s3", "s1+s2", "full")
 CARD_VARIANTS = ("s1+s3", "s1+s2", "full")
@@ -34,7 +41,7 @@ SCREENING_VARIANTS = ("s1+s2", "full")
 TOURNAMENT_VARIANTS = ("s1+s3", "full")
 
 # Output budgets per stage (tokens), capped by the judge's --judge-max-tokens.
-STAGE_TOKENS = {"cards": 512, "intent": 256, "screening": 768, "ranking": 384, "llm": 256}
+STAGE_TOKENS = {"cards": 512, "intent": 256, "screening": 768, "tournament": 384, "llm": 256}
 
 T = TypeVar("T")
 
@@ -63,8 +70,10 @@ class FinCardsConfig:
     large_group: int = tournament.LARGE_GROUP
     max_rounds: int = tournament.MAX_ROUNDS
     jaccard_stop: float = tournament.JACCARD_STOP
-    # llm baseline
+    # llm baseline: characters per chunk, the prompt's budget over the candidates, at most
+    # llm_chunk_chars
     llm_chunk_chars: int = zeroshot.CHUNK_CHARS
+    llm_prompt_chars: int = zeroshot.PROMPT_CHARS
 
     def budget(self, stage: str) -> int:
         return max(1, min(STAGE_TOKENS[stage], self.max_tokens))
@@ -124,10 +133,12 @@ class VariantResult:
 
 @dataclass
 class StageCount:
-    """Requests of a stage and how many of them ended without a usable answer."""
+    """Requests of a stage, how many of them ended without a usable answer, and what the
+    stage cost (every call, re-asks included, over the whole run)."""
 
     requests: int = 0
     unusable: int = 0
+    cost: Cost = field(default_factory=Cost)
 
 
 @dataclass
@@ -147,11 +158,12 @@ def _ask(
     stage: str,
     requests: Sequence[JudgeRequest],
     owners: Sequence[Hashable],
-    parse: Callable[[str], T | None],
+    parse: Callable[[str], T | None] | Sequence[Callable[[str], T | None]],
     config: FinCardsConfig,
     counts: dict[str, StageCount],
 ) -> list[T | None]:
-    """One stage batch: book owners, send, parse with re-asks, count unusable answers."""
+    """One stage batch: book owners, send, parse with re-asks, count unusable answers.
+    ``parse`` is one parser, or one per request (bound to the chunks that request showed)."""
     if not requests:
         return []
     judge.expect(requests, owners)
@@ -160,15 +172,6 @@ def _ask(
     count.requests += len(requests)
     count.unusable += sum(value is None for value in parsed)
     return parsed
-
-
-def _restricted(values: Sequence[T] | None, allowed: Sequence[int], key: Callable[[T], int] = lambda v: v) -> list[T] | None:
-    """The entries of a parsed answer that belong to this request's chunks (None if none)."""
-    if values is None:
-        return None
-    members = set(allowed)
-    kept = [v for v in values if key(v) in members]
-    return kept or None
 
 
 def _score_of(value: Mapping[int, float], chunk: int) -> float:
@@ -226,6 +229,11 @@ def run_fincards(
         for qi, (q, s1) in enumerate(zip(queries, stage1)):
             card_of[qi] = {chunk: by_key[cards.chunk_key(q.chunks[chunk])] for chunk in s1.candidates}
     card_cost = metered.cost([("cards", k) for k in distinct]) if metered else Cost()
+    # a card serves every query whose candidates include its chunk: they share its cost
+    card_share = split_by_use(
+        {k: metered.cost([("cards", k)]) for k in distinct} if metered else {},
+        [{cards.chunk_key(q.chunks[c]) for c in s1.candidates} for q, s1 in zip(queries, stage1)],
+    )
 
     # Intents (stage 2 reads them).
     intents: list[dict | None] = [None] * n
@@ -240,23 +248,20 @@ def run_fincards(
     named: list[list[int] | None] = [None] * n
     if "llm" in variants:
         asked = [qi for qi in range(n) if stage1[qi].candidates]
-        universe = sorted({c for qi in asked for c in stage1[qi].candidates})
         answers = _ask(
             metered, "llm",
             [
                 zeroshot.zeroshot_request(
                     queries[qi].question, queries[qi].chunks, stage1[qi].candidates, config.k,
-                    config.budget("llm"), config.llm_chunk_chars,
+                    config.budget("llm"), config.llm_chunk_chars, config.llm_prompt_chars,
                 )
                 for qi in asked
             ],
             [("llm", qi) for qi in asked],
-            lambda text: tournament.parse_listwise(text, universe), config, counts,
+            [partial(tournament.parse_listwise, ids=stage1[qi].candidates) for qi in asked], config, counts,
         )
         for qi, answer in zip(asked, answers):
-            named[qi] = _restricted(answer, stage1[qi].candidates)
-            if answer is not None and named[qi] is None:
-                counts["llm"].unusable += 1
+            named[qi] = answer
 
     # Stage 2: round-robin screening.
     stage2_groups: list[list[list[int]]] = [[] for _ in queries]
@@ -267,7 +272,6 @@ def run_fincards(
         for qi, q in enumerate(queries):
             stage2_groups[qi] = screening.round_robin_groups(list(stage1[qi].candidates), config.group_size)
             jobs += [(qi, gi, group) for gi, group in enumerate(stage2_groups[qi])]
-        universe = sorted({c for _, _, group in jobs for c in group})
         answers = _ask(
             metered, "screening",
             [
@@ -278,20 +282,21 @@ def run_fincards(
                 for qi, _, group in jobs
             ],
             [("screening", qi) for qi, _, _ in jobs],
-            lambda text: screening.parse_selection(text, universe, high=len(universe)), config, counts,
+            [
+                partial(
+                    screening.parse_selection, group_ids=group,
+                    high=screening.keep_bounds(len(group), config.min_keep, config.max_keep)[1],
+                )
+                for _, _, group in jobs
+            ],
+            config, counts,
         )
-        for (qi, gi, group), answer in zip(jobs, answers):
-            _, high = screening.keep_bounds(len(group), config.min_keep, config.max_keep)
-            selection = _restricted(answer, group, key=lambda entry: entry[0])
-            if answer is not None and selection is None:
-                counts["screening"].unusable += 1
-            picks = screening.group_picks(
-                gi, group, selection[:high] if selection else None, card_of[qi], quotas[qi], config.min_keep
-            )
+        for (qi, gi, group), selection in zip(jobs, answers):
+            picks = screening.group_picks(gi, group, selection, card_of[qi], quotas[qi], config.min_keep)
             stage2_picks[qi].append(picks)
         for qi in range(n):
             flat = [p for picks in stage2_picks[qi] for p in picks]
-            stage2_kept[qi] = screening.merge_picks(flat, bm25_rank[qi], config.top_n)
+            stage2_kept[qi] = screening.merge_picks(flat, bm25_rank[qi], config.top_n, quotas[qi], card_of[qi])
 
     # Stage 3: bootstrap tournaments, one batch per round across every running tournament.
     tournaments: dict[tuple[str, int], tournament.Tournament] = {}
@@ -310,23 +315,19 @@ def run_fincards(
         for key in running:
             plans[key] = tournaments[key].plan_round()
             jobs += [(key, group) for group in plans[key]]
-        universe = sorted({c for _, group in jobs for c in group})
         answers = _ask(
-            metered, "ranking",
+            metered, "tournament",
             [
                 tournament.ranking_request(
-                    queries[qi].question, [(c, card_of[qi][c]) for c in group], config.budget("ranking")
+                    queries[qi].question, [(c, card_of[qi][c]) for c in group], config.budget("tournament")
                 )
                 for (_, qi), group in jobs
             ],
-            [(f"ranking:{variant}", qi) for (variant, qi), _ in jobs],
-            lambda text: tournament.parse_listwise(text, universe), config, counts,
+            [(f"tournament:{variant}", qi) for (variant, qi), _ in jobs],
+            [partial(tournament.parse_listwise, ids=group) for _, group in jobs], config, counts,
         )
         rankings: dict[tuple[str, int], list] = {key: [] for key in running}
-        for (key, group), answer in zip(jobs, answers):
-            ranking = _restricted(answer, group)
-            if answer is not None and ranking is None:
-                counts["ranking"].unusable += 1
+        for (key, _), ranking in zip(jobs, answers):
             rankings[key].append(ranking)
         for key in running:
             tournaments[key].record_round(rankings[key], plans[key])
@@ -345,7 +346,6 @@ def run_fincards(
         for variant in variants:
             audit = dict(base_audit)
             cost = Cost()
-            card_share = card_cost.share(n) if variant in CARD_VARIANTS else None
             variance = None
             if variant == "bm25":
                 ranking = list(s1.order)
@@ -365,7 +365,7 @@ def run_fincards(
                 if variant in TOURNAMENT_VARIANTS:
                     t = tournaments[(variant, qi)]
                     audit["stage3"] = _stage3_audit(t)
-                    cost = cost + metered.cost([(f"ranking:{variant}", qi)])
+                    cost = cost + metered.cost([(f"tournament:{variant}", qi)])
                     head = t.final_order()
                     variance = t.rank_variance()
                 else:
@@ -389,10 +389,12 @@ def run_fincards(
                 for rank, c in enumerate(ranking[: config.k], start=1)
             ]
             cost_fields = cost.as_dict()
-            if card_share is not None:
-                cost_fields = {name: value + card_share[name] for name, value in cost_fields.items()}
+            if variant in CARD_VARIANTS:
+                cost_fields = {name: value + card_share[qi][name] for name, value in cost_fields.items()}
             scores = rank_metrics(ranking, q.qrel, config.k) if q.qrel is not None else None
             results.append(VariantResult(q.id, variant, ranking, audit, cost_fields, scores, variance))
+    for stage, stage_cost in (costs_by_stage(metered.costs) if metered else {}).items():
+        counts.setdefault(stage, StageCount()).cost = stage_cost
     return RunResult(results, counts, card_cost, len(distinct))
 
 
@@ -419,8 +421,10 @@ def _stage3_audit(t: tournament.Tournament) -> dict[str, Any]:
         "candidates": len(t.prior),
         "group_size": t.size,
         "rounds": [
-            {"groups": groups, "top_k": order[: t.top_k], "jaccard": similarity}
-            for groups, order, similarity in zip(t.rounds, t.round_orders, t.similarities)
+            # top_k: the round's own ranking; running_top_k: the aggregate after the round,
+            # which the stop rule (jaccard) and the rank variance look at
+            {"groups": groups, "top_k": order[: t.top_k], "running_top_k": running[: t.top_k], "jaccard": similarity}
+            for groups, order, running, similarity in zip(t.rounds, t.round_orders, t.running_orders, t.similarities)
         ],
         "stopped": t.stopped,
         "points": {str(c): round(p, 4) for c, p in t.points().items()},
@@ -438,7 +442,10 @@ def _why(head: Sequence[int], kept: Sequence[screening.Pick], t: tournament.Tour
         parts = []
         if t is not None:
             rounds = ", ".join(map(str, t.round_positions(chunk)))
-            parts.append(f"Borda {points[chunk]:.2f} over {len(t.rounds)} rounds (round ranks {rounds})")
+            running = ", ".join(map(str, t.running_positions(chunk)))
+            parts.append(
+                f"Borda {points[chunk]:.2f} over {len(t.rounds)} rounds (round ranks {rounds}; running ranks {running})"
+            )
         if chunk in stage2:
             pick = stage2[chunk]
             note = f"stage-2 score {pick.score:g} in group {pick.group}"

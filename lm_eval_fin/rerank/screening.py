@@ -16,17 +16,28 @@ Coverage quotas keep kinds of evidence that a relevance score tends to undervalu
   definition, defines a metric, or is policy text.
 
 Which quotas apply comes from the query intent (see :mod:`lm_eval_fin.rerank.intent`). The
-prompt states them, as in the paper and its code; unlike the code we also enforce them: when
-the judge's selection from a group misses a quota that a chunk of the group could fill, the
-best such chunk by BM25 is added with the lowest score the judge gave in that group, and the
-trace marks it. Other differences from the code: the code keeps the first of duplicate picks
-and breaks score ties by group order; we keep the maximum and break ties by BM25, as the
-paper describes. A group whose answer cannot be parsed keeps its first 8 chunks by BM25 with
-score 0, so it loses to every judged pick but is not dropped.
+prompt states them, as in the paper and its code; unlike the code we also enforce them, in
+two places:
+
+* per group: when the group's picks miss a quota that a chunk of the group could fill, the
+  best such chunk by BM25 is added with the lowest score the judge gave in that group;
+* at the top-50 cut: such an added chunk has the group's lowest score, so it is the first to
+  fall off. When no kept chunk fills a quota, the best dropped chunk that does replaces the
+  last kept chunk that fills no quota (the list stays in score order: the newcomer goes
+  last).
+
+The minimum of 8 picks per group is enforced too: a judge that keeps fewer (from a group of
+at least 8; a smaller group must be kept whole) is topped up with the group's best remaining
+chunks by BM25, again at the group's lowest score. A group whose answer cannot be parsed is
+topped up the same way from nothing, at score 0, so it loses to every judged pick but is not
+dropped, and its quotas still apply. The trace marks every chunk we added (``via``). Other
+differences from the code: the code keeps the first of duplicate picks and breaks score ties
+by group order; we keep the maximum and break ties by BM25, as the paper describes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from dataclasses import dataclass
@@ -80,7 +91,9 @@ class Pick:
     score: float
     group: int
     reason: str = ""
-    via: str = "judge"  # "judge", "quota:<name>" or "fallback" (unparsable group answer)
+    # "judge"; "pad" (topped up to the minimum), "fallback" (unparsable group answer, topped
+    # up from nothing) or "quota:<name>" (added for a quota the group's picks missed)
+    via: str = "judge"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -234,12 +247,24 @@ def group_picks(
     quotas: Sequence[str],
     low: int = MIN_KEEP,
 ) -> list[Pick]:
-    """The picks of one group: the judge's selection (or, when it could not be parsed, the
-    group's first ``low`` chunks in BM25 order at score 0) plus any quota it missed."""
+    """The picks of one group (``group`` in BM25 order): the judge's selection, topped up to
+    the group's minimum with its best remaining chunks by BM25, plus a chunk for each quota
+    the picks miss. What we add scores the lowest score the judge gave in the group, or 0
+    when its answer could not be parsed (``selection`` None)."""
+    picks = [Pick(chunk, score, group_index, reason) for chunk, score, reason in selection or []]
+    floor = min((p.score for p in picks), default=0.0)
+    minimum, _ = keep_bounds(len(group), low)
     if selection is None:
-        return [Pick(chunk, 0.0, group_index, "judge answer unparsable: kept by BM25", "fallback") for chunk in group[:low]]
-    picks = [Pick(chunk, score, group_index, reason) for chunk, score, reason in selection]
-    floor = min(p.score for p in picks)
+        via, note = "fallback", "judge answer unparsable: kept by BM25"
+    else:
+        via, note = "pad", f"judge kept {len(picks)} of at least {minimum}: topped up by BM25"
+    chosen = {p.chunk for p in picks}
+    for chunk in group:
+        if len(picks) >= minimum:
+            break
+        if chunk not in chosen:
+            picks.append(Pick(chunk, floor, group_index, note, via))
+            chosen.add(chunk)
     for quota in quotas:
         if any(satisfies_quota(cards[p.chunk], quota) for p in picks):
             continue
@@ -249,9 +274,44 @@ def group_picks(
     return picks
 
 
-def merge_picks(picks: Sequence[Pick], bm25_rank: Mapping[int, int], top_n: int = TOP_N) -> list[Pick]:
+def keep_quotas_at_cut(
+    ordered: Sequence[Pick],
+    top_n: int,
+    quotas: Sequence[str],
+    cards: Mapping[int, Mapping[str, Any]],
+) -> list[Pick]:
+    """The first ``top_n`` of ``ordered`` (best first), except that a quota no kept chunk
+    fills takes the best dropped chunk that fills it, in place of the last kept chunk that
+    fills no quota; the newcomer goes last, so the list stays in score order."""
+    kept, dropped = list(ordered[:top_n]), list(ordered[top_n:])
+
+    def fills(pick: Pick, names: Sequence[str]) -> bool:
+        return any(satisfies_quota(cards[pick.chunk], name) for name in names)
+
+    for quota in quotas:
+        if any(fills(p, [quota]) for p in kept):
+            continue
+        newcomer = next((p for p in dropped if fills(p, [quota])), None)
+        slot = next((i for i in reversed(range(len(kept))) if not fills(kept[i], quotas)), None)
+        if newcomer is None or slot is None:
+            continue
+        del kept[slot]
+        dropped.remove(newcomer)
+        note = f"kept at the top-{top_n} cut for the {quota} quota"
+        kept.append(dataclasses.replace(newcomer, reason=f"{newcomer.reason}; {note}" if newcomer.reason else note))
+    return kept
+
+
+def merge_picks(
+    picks: Sequence[Pick],
+    bm25_rank: Mapping[int, int],
+    top_n: int = TOP_N,
+    quotas: Sequence[str] = (),
+    cards: Mapping[int, Mapping[str, Any]] | None = None,
+) -> list[Pick]:
     """Union of all groups' picks: the highest-scoring pick of each chunk, by score, equal
-    scores by BM25 rank, cut at ``top_n``.
+    scores by BM25 rank, cut at ``top_n`` with the ``quotas`` kept (see
+    :func:`keep_quotas_at_cut`; ``cards`` are needed when there are quotas).
 
     >>> picks = [Pick(7, 60, 0), Pick(3, 80, 1), Pick(7, 90, 2), Pick(5, 80, 0)]
     >>> [(p.chunk, p.score) for p in merge_picks(picks, {3: 2, 5: 1, 7: 3}, top_n=2)]
@@ -262,4 +322,6 @@ def merge_picks(picks: Sequence[Pick], bm25_rank: Mapping[int, int], top_n: int 
         if pick.chunk not in best or pick.score > best[pick.chunk].score:
             best[pick.chunk] = pick
     ordered = sorted(best.values(), key=lambda p: (-p.score, bm25_rank[p.chunk]))
-    return ordered[:top_n]
+    if not quotas:
+        return ordered[:top_n]
+    return keep_quotas_at_cut(ordered, top_n, quotas, cards or {})

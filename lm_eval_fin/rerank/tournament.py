@@ -1,12 +1,16 @@
 """Stage 3 of FinCARDS: bootstrap listwise rounds aggregated with normalised Borda points.
 
 Each round shuffles the candidates (a seeded generator per query, so a run is reproducible)
-and cuts them into groups: all n candidates in one group when n <= 15, groups of
-max(15, n // 2) when n <= 50, else groups of 25 (the last group holds the remainder). The
-judge ranks each group listwise from the cards alone. A chunk ranked r-th of g earns
-(g - r) / (g - 1) points: 1 for first, 0 for last. A group of one carries no comparison, so
-its chunk earns 0.5, the expected points of a random rank; the public code gives it 1.0,
-which rewards the chunk that happened to be left over. The final order sums the points over
+and cuts them into groups. The paper's rule gives a target size: all n candidates in one
+group when n <= 15, max(15, n // 2) when n <= 50, else 25. Consecutive groups of exactly
+that size would leave the remainder as the last group: a group of one for n = 16, 31 or odd
+n from 33 to 49, of a few chunks for many other n, and a chunk there is barely compared. We
+keep the number of groups, ceil(n / size), and make their sizes differ by at most one
+(n = 16: 8 + 8; n = 31: 11 + 10 + 10). The judge ranks
+each group listwise from the cards alone. A chunk ranked r-th of g earns (g - r) / (g - 1)
+points: 1 for first, 0 for last. A group of one (only when the whole pool is one chunk)
+carries no comparison, so its chunk earns 0.5, the expected points of a random rank; the
+public code gives it 1.0. The final order sums the points over
 all rounds (every chunk appears once per round, so sum and mean order alike); equal totals
 keep the order the candidates came in (stage-2 order in the full pipeline, BM25 order in the
 s1+s3 ablation).
@@ -20,8 +24,13 @@ group tie), so it rarely stops before the limit. The aggregate is what the tourn
 returns, so its stability is what the stop rule should test.
 
 Rank variance (our definition; the paper reports it without a formula): for each chunk of
-the final top k, the population variance of its position in the per-round rankings, averaged
-over those chunks. It is 0 when the rounds agree and undefined (None) with a single round.
+the final top k, the population variance of its position in the running ranking (points
+summed over the rounds so far) after each round, averaged over those chunks. It is 0 when
+the aggregate order never moves and undefined (None) with a single round. A round's own
+ranking would be the wrong base: it compares a chunk only with the few it was grouped with
+by chance, so its variance mostly measures the random grouping, while the running ranking
+is what the tournament returns and what the stop rule watches; how much it still moves from
+round to round says how stable the result is.
 
 A group answer that cannot be parsed is replaced by the group in prior order (stage-2 or
 BM25 order) rather than the shuffled order the code falls back to, so a failure adds no
@@ -58,11 +67,30 @@ def group_size(n: int, small: int = SMALL_GROUP, large: int = LARGE_GROUP) -> in
     return large
 
 
+def balanced_sizes(n: int, size: int) -> list[int]:
+    """Sizes of ceil(n / size) groups holding n items, differing by at most one (larger
+    groups first), so no group is a small remainder.
+
+    >>> balanced_sizes(16, 15), balanced_sizes(31, 15), balanced_sizes(50, 25), balanced_sizes(0, 15)
+    ([8, 8], [11, 10, 10], [25, 25], [])
+    """
+    if n <= 0:
+        return []
+    groups = -(-n // max(size, 1))
+    base, larger = divmod(n, groups)
+    return [base + 1] * larger + [base] * (groups - larger)
+
+
 def regroup(items: Sequence[Hashable], size: int, rng: random.Random) -> list[list[Hashable]]:
-    """Shuffle ``items`` with ``rng`` and cut them into consecutive groups of ``size``."""
+    """Shuffle ``items`` with ``rng`` and cut them into :func:`balanced_sizes` groups for
+    the target ``size``."""
     shuffled = list(items)
     rng.shuffle(shuffled)
-    return [shuffled[i : i + size] for i in range(0, len(shuffled), max(size, 1))]
+    groups, start = [], 0
+    for length in balanced_sizes(len(shuffled), size):
+        groups.append(shuffled[start : start + length])
+        start += length
+    return groups
 
 
 def borda_points(group_len: int, rank: int) -> float:
@@ -107,8 +135,9 @@ def jaccard(a: set, b: set) -> float:
 
 
 def rank_variance(round_orders: Sequence[Sequence[Hashable]], items: Sequence[Hashable]) -> float | None:
-    """Mean over ``items`` of the population variance of their 1-based position across the
-    per-round orders; None with fewer than two rounds.
+    """Mean over ``items`` of the population variance of their 1-based position across
+    ``round_orders`` (the tournament passes its running order after each round); None with
+    fewer than two orders.
 
     >>> rank_variance([["a", "b"], ["b", "a"]], ["a", "b"])
     0.25
@@ -150,10 +179,11 @@ class Tournament:
         self.top_k = top_k
         self.max_rounds = max_rounds
         self.stop_at = stop_at
-        self.size = group_size(len(self.prior), small, large)
+        self.size = group_size(len(self.prior), small, large)  # target; see balanced_sizes
         self._rng = random.Random(str(seed))
         self.rounds: list[list[list[Hashable]]] = []  # round -> group -> ranking (best first)
         self.round_orders: list[list[Hashable]] = []  # each round ranked by its own points
+        self.running_orders: list[list[Hashable]] = []  # the aggregate order after each round
         self.similarities: list[float | None] = []
         self.stopped: str | None = None
 
@@ -172,12 +202,13 @@ class Tournament:
         for ranking, group in zip(rankings, groups):
             group_prior = sorted(group, key=position.__getitem__)
             ranked_groups.append(complete_ranking([c for c in ranking or [] if c in group], group_prior))
-        previous = self.final_order()[: self.top_k] if self.rounds else None
+        previous = self.running_orders[-1][: self.top_k] if self.running_orders else None
         self.rounds.append(ranked_groups)
         self.round_orders.append(order_by_points(round_points(ranked_groups), self.prior))
+        self.running_orders.append(self.final_order())
         similarity = None
         if previous is not None:
-            similarity = jaccard(set(previous), set(self.final_order()[: self.top_k]))
+            similarity = jaccard(set(previous), set(self.running_orders[-1][: self.top_k]))
             if similarity >= self.stop_at:
                 self.stopped = "converged"
         self.similarities.append(similarity)
@@ -196,11 +227,16 @@ class Tournament:
         return order_by_points(self.points(), self.prior)
 
     def rank_variance(self) -> float | None:
-        return rank_variance(self.round_orders, self.final_order()[: self.top_k])
+        """Rank variance of the final top k over the running orders (see the module notes)."""
+        return rank_variance(self.running_orders, self.final_order()[: self.top_k])
 
     def round_positions(self, item: Hashable) -> list[int]:
         """The item's 1-based position in each round's own ranking."""
         return [order.index(item) + 1 for order in self.round_orders]
+
+    def running_positions(self, item: Hashable) -> list[int]:
+        """The item's 1-based position in the aggregate ranking after each round."""
+        return [order.index(item) + 1 for order in self.running_orders]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -7,14 +7,22 @@ job names, the child writes the job's token once the sandbox is set up, and at t
 token again, ``ok`` or ``error``, and the value's repr or the error, one per line. Standard
 library only: the package itself is not importable in the child (``-I -S``).
 
+When the job asks for kernel namespaces, the child first enters them (still root): new
+mount, network and IPC namespaces, every mount read-only, a size-bounded tmpfs as the working
+directory. That takes ``_ctypes``, which must never be loaded where the snippet runs, so the
+child then replaces itself (``execve``) with a fresh interpreter, which gets the same job
+through a memfd as its stdin and goes on as below.
+
 The order below is the point: the limits go in first so that they hold whatever runs later,
 then the privileges go, then the audit hook, and only then is the snippet compiled.
 :mod:`lm_eval_fin.sandbox` describes the layers and what they leave open.
 """
 
+import marshal
 import os
 import resource
 import sys
+import types
 
 SNIPPET_FILENAME = "<snippet>"
 
@@ -69,12 +77,42 @@ SHARED_READ_PATHS = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/
 SHARED_WRITE_PATHS = ("/dev/null",)
 
 # Calls that create files or reach other processes without an audit event.
-UNAUDITED_OS_CALLS = ("mkfifo", "mknod", "pidfd_open")
+UNAUDITED_OS_CALLS = ("mkfifo", "mknod", "memfd_create", "pidfd_open")
 UNAUDITED_SIGNAL_CALLS = ("pidfd_send_signal",)
 
+# Return values that mean the function's body has not run (or not to its end): calling a
+# generator or coroutine function only creates the object.
+UNRUN_VALUE_TYPES = (
+    (types.GeneratorType, "generator"),
+    (types.CoroutineType, "coroutine"),
+    (types.AsyncGeneratorType, "asynchronous generator"),
+)
+_KEPT_ALIVE = []
 
-def main(job: dict) -> None:
+# Linux constants for the namespace set-up (<sched.h>, <sys/mount.h>).
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC = 1024, 2048, 4096, 16384
+MS_PRIVATE, MS_RELATIME, MS_STRICTATIME = 1 << 18, 1 << 21, 1 << 24
+# Per-mount flags a read-only bind remount must restate (or it clears them).
+MOUNT_OPTION_FLAGS = (
+    (b"nosuid", MS_NOSUID),
+    (b"nodev", MS_NODEV),
+    (b"noexec", MS_NOEXEC),
+    (b"noatime", MS_NOATIME),
+    (b"nodiratime", MS_NODIRATIME),
+    (b"relatime", MS_RELATIME),
+    (b"strictatime", MS_STRICTATIME),
+)
+
+
+def main(job: dict, child_code=None) -> None:
+    if job.get("namespaces") and not job.get("in_namespaces"):
+        _enter_namespaces(job, child_code)  # does not return
     result_fd, token, max_text_chars = job["result_fd"], job["token"], job["max_text_chars"]
+    # stdin held the job (a memfd, once in the namespaces, that could be read again)
+    null = os.open("/dev/null", os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
     _set_limits(job)
     import_roots = [entry for entry in sys.path if os.path.isdir(entry)]
     if job["drop_to_uid"] is not None:
@@ -120,9 +158,89 @@ def _set_limits(job: dict) -> None:
         # no new processes or threads; the kernel ignores this for uid 0, hence the drop
         resource.RLIMIT_NPROC: (0, 0),
         resource.RLIMIT_CORE: (0, 0),
+        # also bounds what it can hide from the disk checks in files it deletes but keeps
+        # open (or in memfds): this many files of at most the file-size limit each
+        resource.RLIMIT_NOFILE: (job["max_open_files"],) * 2,
     }
     for which, limit in limits.items():
         resource.setrlimit(which, limit)
+
+
+def _enter_namespaces(job: dict, child_code) -> None:
+    """Stage one, as root: enter the namespaces, then ``execve`` a fresh interpreter that
+    runs the job inside them. Never returns."""
+    try:
+        _isolate(job["namespaces"], job["workdir"], job["disk_bytes"], job["max_entries"],
+                 job["drop_to_uid"])  # fmt: skip
+    except OSError as exc:
+        # no token written: the parent raises SandboxError with this message
+        where = exc.filename or f"errno {exc.errno}"
+        raise SystemExit(f"sandbox: could not set up the namespaces: {exc.strerror} ({where})")
+    job["in_namespaces"] = True
+    message = marshal.dumps((child_code, job))
+    job_fd = os.memfd_create("sandbox-job", 0)
+    _write_all(job_fd, message)
+    os.lseek(job_fd, 0, os.SEEK_SET)
+    os.dup2(job_fd, 0)  # inheritable
+    os.close(job_fd)
+    os.execve(sys.executable, [sys.executable, "-I", "-S", "-c", job["stub"]], {})
+
+
+def _isolate(flags: int, workdir: str, disk_bytes: int, max_entries: int, uid) -> None:
+    """New namespaces (``flags`` for unshare(2)); every mount read-only in them; a tmpfs of
+    ``disk_bytes`` and ``max_entries`` inodes, owned by ``uid``, as the working directory."""
+    import _ctypes  # only in this stage: the snippet's interpreter never loads it
+
+    libc = _ctypes.dlopen(None)
+
+    class Function(_ctypes.CFuncPtr):  # int f(...), errno kept
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+
+    def call(name, *args, _path=None):
+        if Function(_ctypes.dlsym(libc, name))(*args) != 0:
+            errno = _ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno), f"{name} {_path or ''}".strip())
+
+    call("unshare", flags)
+    # keep every mount change below inside the new namespace
+    call("mount", None, b"/", None, MS_REC | MS_PRIVATE, None, _path="/")
+    for mount_point, options in _mount_points():
+        remount = MS_BIND | MS_REMOUNT | MS_RDONLY
+        for option, flag in MOUNT_OPTION_FLAGS:
+            if option in options:
+                remount |= flag
+        try:
+            call("mount", None, mount_point, None, remount, None, _path=os.fsdecode(mount_point))
+        except FileNotFoundError:  # a mount point deleted since; nothing to reach there
+            pass
+    owner = "" if uid is None else f",uid={uid},gid={uid}"
+    tmpfs_options = f"size={disk_bytes},nr_inodes={max_entries},mode=0700{owner}"
+    call("mount", b"tmpfs", os.fsencode(workdir), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+         tmpfs_options.encode(), _path=workdir)  # fmt: skip
+    os.chdir(workdir)  # the old directory is underneath the tmpfs now
+
+
+def _mount_points():
+    """(mount point, options) of every mount this process sees, from /proc/self/mountinfo."""
+    with open("/proc/self/mountinfo", "rb") as handle:
+        for line in handle:
+            fields = line.split(b" ")
+            if len(fields) > 5:
+                yield _unescape_mount_path(fields[4]), fields[5].split(b",")
+
+
+def _unescape_mount_path(path: bytes) -> bytes:
+    if b"\\" not in path:
+        return path
+    parts = path.split(b"\\")
+    out = [parts[0]]
+    for part in parts[1:]:
+        code = part[:3]
+        if len(code) == 3 and all(48 <= byte <= 55 for byte in code):
+            out.append(bytes([int(code, 8)]) + part[3:])
+        else:
+            out.append(b"\\" + part)
+    return b"".join(out)
 
 
 def _drop_privileges(uid: int, import_roots: list) -> list:
@@ -302,6 +420,15 @@ def _run_snippet(code) -> tuple:
             return False, _describe(exc)
         if value is None:
             return False, f"{function.__name__}() returned None"
+        for unrun_type, kind in UNRUN_VALUE_TYPES:
+            if type(value) is unrun_type:
+                # kept until the process ends: freeing it would run the snippet's cleanup
+                # (or print a "never awaited" warning)
+                _KEPT_ALIVE.append(value)
+                return False, (
+                    f"{function.__name__}() returned a {kind}, not a value: its body does not "
+                    "run until it is iterated or awaited"
+                )
         try:
             return True, repr(value)
         except BaseException as exc:
@@ -311,14 +438,33 @@ def _run_snippet(code) -> tuple:
 
 
 def _entry_point(namespace: dict):
-    """The function the snippet defined last (top-level ``def`` or ``lambda``), or None."""
+    """The function to call, among those the snippet defined at the top level (``def`` or a
+    ``lambda`` bound to a name): the last one, by line, that takes no required arguments;
+    when every one needs some, the last one (the call then fails for want of arguments).
+    None when the snippet defined no function."""
     function_type = type(_entry_point)
     defined = [
         value
         for value in list(namespace.values())
         if type(value) is function_type and value.__code__.co_filename == SNIPPET_FILENAME
     ]
-    return max(defined, key=lambda function: function.__code__.co_firstlineno, default=None)
+    callable_bare = [function for function in defined if _needs_no_arguments(function)]
+    return max(
+        callable_bare or defined,
+        key=lambda function: function.__code__.co_firstlineno,
+        default=None,
+    )
+
+
+def _needs_no_arguments(function) -> bool:
+    """Whether ``function()`` binds: every parameter has a default or is ``*``/``**``."""
+    code = function.__code__
+    positional_defaults = function.__defaults__ or ()
+    keyword_defaults = function.__kwdefaults__ or {}
+    keyword_only = code.co_varnames[code.co_argcount : code.co_argcount + code.co_kwonlyargcount]
+    return code.co_argcount <= len(positional_defaults) and all(
+        type(name) is str and name in keyword_defaults for name in keyword_only
+    )
 
 
 def _describe(exc: BaseException) -> str:

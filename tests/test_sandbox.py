@@ -93,6 +93,59 @@ def test_last_defined_function_is_called():
     assert run_code(code).value == "42"
 
 
+def test_helpers_defined_after_the_entry_point_are_not_called():
+    code = snippet("""
+        def main():
+            return g(1, 2)
+
+        def g(a, b):
+            return a + b
+    """)
+    assert run_code(code).value == "3"
+
+
+def test_last_function_callable_without_arguments_is_called():
+    code = snippet("""
+        def first():
+            return "first"
+
+        def with_defaults(x=5, *rest, scale=2, **options):
+            return x * scale
+
+        def needs_keyword(*, rate):
+            return rate
+
+        needs_positional = lambda value: value
+    """)
+    assert run_code(code).value == "10"
+
+
+def test_when_every_function_needs_arguments_the_last_one_fails():
+    code = "def a(x):\n    return x\n\ndef b(x, y):\n    return x + y\n"
+    result = run_code(code)
+    assert not result.ok
+    assert result.error.startswith("TypeError: b() missing 2 required positional arguments")
+
+
+@pytest.mark.parametrize(
+    ("source", "kind"),
+    [
+        ("def f():\n    raise ValueError('never runs')\n    yield 1\n", "generator"),
+        ("def f():\n    return (x for x in range(3))\n", "generator"),
+        ("async def f():\n    raise ValueError('never runs')\n", "coroutine"),
+        ("async def f():\n    yield 1\n", "asynchronous generator"),
+    ],
+)
+def test_generator_and_coroutine_values_are_failures(source, kind):
+    result = run_code(source)
+    assert not result.ok and result.value is None
+    assert result.error == (
+        f"f() returned a {kind}, not a value: its body does not run until it is iterated or "
+        "awaited"
+    )
+    assert result.output == ""  # no "never awaited" warning either
+
+
 def test_lambda_bound_to_a_name_counts_as_a_function():
     assert run_code("answer = lambda: 7\n").value == "7"
 
@@ -183,10 +236,10 @@ def test_limits_are_set_in_the_child():
         def f():
             return [resource.getrlimit(which) for which in (
                 resource.RLIMIT_AS, resource.RLIMIT_CPU, resource.RLIMIT_FSIZE,
-                resource.RLIMIT_NPROC, resource.RLIMIT_CORE)]
+                resource.RLIMIT_NPROC, resource.RLIMIT_CORE, resource.RLIMIT_NOFILE)]
     """)
     limits = eval(run_code(code, timeout=2, memory_mb=300, file_size_mb=1).value)
-    assert limits == [(300 << 20,) * 2, (2, 3), (1 << 20,) * 2, (0, 0), (0, 0)]
+    assert limits == [(300 << 20,) * 2, (2, 3), (1 << 20,) * 2, (0, 0), (0, 0), (64, 64)]
 
 
 def test_wall_clock_limit_stops_a_sleeping_snippet():
@@ -236,6 +289,8 @@ def test_run_codes_keeps_order_and_handles_mixed_input():
 def test_invalid_limits_raise():
     with pytest.raises(ValueError, match="timeout"):
         run_code("def f():\n    return 1\n", timeout=0)
+    with pytest.raises(ValueError, match="disk_mb"):
+        run_code("def f():\n    return 1\n", disk_mb=0)
     with pytest.raises(TypeError):
         run_codes(["def f():\n    return 1\n"], memory=5)
     assert Limits(timeout=2.5).cpu_limit == 3
@@ -247,6 +302,58 @@ def test_a_sandbox_that_cannot_start_raises_instead_of_scoring_zero(tmp_path, mo
     monkeypatch.setattr(sandbox, "CHILD_SCRIPT", broken_child)
     with pytest.raises(SandboxError, match="cannot set up: no /proc here"):
         run_code("def f():\n    return 1\n")
+
+
+# --- kernel isolation and its fallback ---------------------------------------------------
+
+NAMESPACES = sandbox.isolation().namespaces
+
+
+def test_isolation_is_either_namespaces_or_a_reason():
+    found = sandbox.isolation()
+    assert bool(found.namespaces) != bool(found.reason)
+    if found.namespaces:
+        assert found.namespaces[0] == "mount"
+
+
+@pytest.mark.skipif(not NAMESPACES, reason="no kernel namespaces here")
+def test_with_namespaces_everything_but_a_bounded_tmpfs_is_read_only():
+    code = snippet("""
+        import os
+
+        def f():
+            read_only = lambda path: bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+            here = os.statvfs(".")
+            flags = [read_only(p) for p in ("/", "..", "/tmp", "/dev/shm", "/proc", ".")]
+            return flags, here.f_blocks * here.f_frsize, here.f_files
+    """)
+    flags, size, inodes = eval(run_code(code, disk_mb=3).value)
+    assert flags == [True] * 5 + [False]
+    assert size == 3 << 20
+    assert inodes == sandbox.MAX_WORKDIR_ENTRIES
+
+
+def test_probe_failure_is_a_reason_and_logged_once(monkeypatch, caplog):
+    monkeypatch.setattr(sandbox, "_isolation", None)
+    monkeypatch.delenv(sandbox.NO_NAMESPACES_VARIABLE, raising=False)
+    # CSIGNAL bits are not unshare(2) flags: EINVAL, as any refusal would be
+    monkeypatch.setattr(sandbox, "NAMESPACE_CHOICES", ((("mount",), sandbox.CLONE_NEWNS | 1),))
+    with caplog.at_level("WARNING", logger="lm_eval_fin.sandbox"):
+        first, second = sandbox.isolation(), sandbox.isolation()
+    assert first is second and first.namespaces == () and first.flags == 0
+    if RUNNING_AS_ROOT:
+        assert "could not set up the namespaces: Invalid argument (unshare)" in first.reason
+    else:
+        assert "not running as root" in first.reason
+    warnings = [r for r in caplog.records if r.name == "lm_eval_fin.sandbox"]
+    assert len(warnings) == 1 and first.reason in warnings[0].getMessage()
+    assert run_code("def f():\n    return 1\n").ok  # the fallback runs snippets
+
+
+def test_namespaces_can_be_turned_off(monkeypatch):
+    monkeypatch.setattr(sandbox, "_isolation", None)
+    monkeypatch.setenv(sandbox.NO_NAMESPACES_VARIABLE, "1")
+    assert sandbox.isolation().reason == f"turned off by {sandbox.NO_NAMESPACES_VARIABLE}"
 
 
 def test_code_exec_rate_is_micro_and_zero_without_snippets():
@@ -393,6 +500,30 @@ HOSTILE = {
             os.mkfifo(OUTSIDE_DIR + "/fifo")
             return "made"
     """,
+    "mknod_outside": """
+        import os
+        def f():
+            os.mknod(OUTSIDE_DIR + "/node")
+            return "made"
+    """,
+    "memfd": """
+        import os
+        def f():
+            return os.memfd_create("hidden")
+    """,
+    "disk_filler": """
+        def f():
+            for i in range(50):
+                with open(f"big{i}", "wb") as handle:
+                    handle.write(b"x" * (15 << 20))
+            return "750 MB written"
+    """,
+    "many_files": """
+        def f():
+            for i in range(20000):
+                open(f"f{i}", "w").close()
+            return "20000 files"
+    """,
     "symlink_out_of_workdir": """
         import os
         def f():
@@ -528,6 +659,12 @@ EXPECTED_ERROR = {
     "rmtree_outside": "shutil.rmtree is not allowed",
     "chdir_then_write": "os.chdir is not allowed",
     "mkfifo_outside": "module 'os' has no attribute 'mkfifo'",
+    "mknod_outside": "module 'os' has no attribute 'mknod'",
+    "memfd": "module 'os' has no attribute 'memfd_create'",
+    # the tmpfs is full (namespaces), or the parent's watchdog stopped it (fallback)
+    "disk_filler": ("No space left on device", "wrote more than 64 MB"),
+    # creating files is slow on some disks: the CPU limit may come first in the fallback
+    "many_files": ("No space left on device", "4096 files and folders", "CPU time limit"),
     "symlink_out_of_workdir": "os.symlink is not allowed",
     "read_secret_env": f"KeyError: '{SECRET_NAME}'",
     "read_parent_environ": "/environ' is not allowed",
@@ -669,3 +806,117 @@ def test_megabyte_of_text_and_nul_bytes_are_failures():
     assert run_code("x" * (1 << 20)).error.startswith("NameError")
     result = run_code("def f():\n    return 1\n\x00")
     assert not result.ok and ("null" in result.error or "NUL" in result.error)
+
+
+# --- what a rebuilt posix module can create outside, and a full disk ---------------------
+
+# ``os.mkfifo`` and ``os.mknod`` are removed (see the hostile suite); ``_imp`` rebuilds a
+# ``posix`` module that still has them, and they raise no audit event.
+STRAY_SNIPPET = """
+import _imp, importlib.machinery, stat
+def f():
+    posix = _imp.create_builtin(importlib.machinery.ModuleSpec("posix", None))
+    {call}
+    return "made"
+"""
+STRAY_CALLS = {
+    "mkfifo_tmp": ("/tmp", "posix.mkfifo({target!r})"),
+    "mknod_file_dev_shm": ("/dev/shm", "posix.mknod({target!r}, 0o666 | stat.S_IFREG)"),
+    "mkfifo_var_tmp": ("/var/tmp", "posix.mkfifo({target!r})"),
+    "mknod_fifo_tmp": ("/tmp", "posix.mknod({target!r}, 0o666 | stat.S_IFIFO)"),
+}
+
+
+def _stray_targets(extra_folder=None) -> dict:
+    tag = os.urandom(4).hex()
+    targets = {
+        name: (os.path.join(folder, f"lm-eval-fin-stray-{tag}-{name}"), call)
+        for name, (folder, call) in STRAY_CALLS.items()
+        if os.path.isdir(folder)
+    }
+    if extra_folder is not None:
+        targets["mkfifo_any_folder"] = (f"{extra_folder}/fifo-{tag}", "posix.mkfifo({target!r})")
+    return targets
+
+
+def _run_strays(targets: dict) -> dict:
+    codes = [STRAY_SNIPPET.format(call=call.format(target=path)) for path, call in targets.values()]
+    return dict(zip(targets, run_codes(codes, workers=2), strict=True))
+
+
+def _remove_leftovers(targets: dict) -> list:
+    left = [path for path, _ in targets.values() if os.path.lexists(path)]
+    for path in left:
+        os.unlink(path)
+    return left
+
+
+@pytest.mark.skipif(not RUNNING_AS_ROOT and not NAMESPACES, reason="nothing removes them here")
+def test_nothing_a_rebuilt_posix_module_makes_outside_survives():
+    outside = Path(tempfile.mkdtemp(prefix="lm-eval-fin-victim-"))
+    outside.chmod(0o777)
+    # any world-writable folder with namespaces; only the known ones in the fallback
+    targets = _stray_targets(outside if NAMESPACES else None)
+    try:
+        results = _run_strays(targets)
+        assert _remove_leftovers(targets) == []
+        assert list(outside.iterdir()) == []
+    finally:
+        _remove_leftovers(targets)
+        for path in outside.iterdir():
+            path.unlink()
+        outside.rmdir()
+    if NAMESPACES:  # nothing was even created: every mount is read-only
+        for name, result in results.items():
+            assert not result.ok, name
+            assert "Read-only file system" in result.error, (name, result.error)
+
+
+@pytest.mark.skipif(not RUNNING_AS_ROOT, reason="the fallback removes strays only as root")
+def test_fallback_removes_what_a_rebuilt_posix_module_made(monkeypatch):
+    monkeypatch.setattr(sandbox, "_isolation", sandbox.Isolation(reason="test: the fallback"))
+    targets = _stray_targets()
+    try:
+        results = _run_strays(targets)
+        assert _remove_leftovers(targets) == []
+    finally:
+        _remove_leftovers(targets)
+    # they were made (and may score as a success); what matters is that none is left
+    assert all(result.ok or "Errno" in result.error for result in results.values())
+
+
+DISK_FILLER_THAT_CATCHES = snippet("""
+    import os
+
+    def f():
+        written = 0
+        try:
+            for i in range(50):
+                with open(f"big{i}", "wb") as handle:
+                    written += handle.write(b"x" * (15 << 20))
+        except OSError:
+            pass
+        return written + sum(os.path.getsize(name) for name in os.listdir("."))
+""")
+
+
+def test_total_disk_use_is_bounded_even_when_the_snippet_carries_on():
+    result = run_code(DISK_FILLER_THAT_CATCHES, timeout=20)
+    if result.ok:  # namespaces: the full tmpfs stopped the writes, the snippet went on
+        assert NAMESPACES
+        assert int(result.value) <= 2 * (64 << 20)  # counted twice: written, then on disk
+    else:
+        assert "wrote more than 64 MB" in result.error
+
+
+def test_fallback_watchdog_stops_a_disk_filler_and_a_file_flood(monkeypatch):
+    monkeypatch.setattr(sandbox, "_isolation", sandbox.Isolation(reason="test: the fallback"))
+    monkeypatch.setattr(sandbox, "MAX_WORKDIR_ENTRIES", 300)  # file creation can be slow
+    for name in ("disk_filler", "many_files"):
+        result = run_code(snippet(HOSTILE[name]), timeout=20, disk_mb=32)
+        assert not result.ok
+        assert result.error == (
+            "wrote more than 32 MB or 300 files and folders to its working directory; stopped"
+        )
+    caught = run_code(DISK_FILLER_THAT_CATCHES, timeout=20, disk_mb=32)
+    assert not caught.ok and caught.error.startswith("wrote more than 32 MB")

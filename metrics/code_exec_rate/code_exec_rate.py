@@ -26,8 +26,8 @@ _CITATION = """\
 _DESCRIPTION = """\
 FinLFQA asks a model to back each computed value in its answer with a Python function. The
 code execution rate is the share of those snippets that run: the snippet defines a function,
-the function (the last one defined, if several) is called with no arguments and returns a
-value other than None, within the time and resource limits. It is a micro average over all
+the function (the last one that needs no arguments, if several) is called with no arguments
+and returns a value other than None (not a generator or coroutine), within the time and resource limits. It is a micro average over all
 snippets of all examples. Every snippet runs in its own fresh, locked-down child process
 (lm_eval_fin.sandbox): no network, no writes outside a temporary folder, no new processes,
 an empty environment, limits on time, CPU, memory, file size and output.

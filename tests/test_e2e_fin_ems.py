@@ -82,7 +82,11 @@ def value(results, metric):
 
 def test_with_the_embedded_model_as_judge(workdir, embedded_model_dir, embedded_judge_spec):
     results, samples, details, stderr = run_fin_ems(
-        workdir, embedded_model_dir, "judge", embedded_judge_spec, {"judge_max_tokens": 16, "max_attempts": 1}
+        workdir,
+        embedded_model_dir,
+        "judge",
+        embedded_judge_spec,
+        {"judge_max_tokens": 16, "extract_max_tokens": 16, "max_attempts": 1},
     )
     for scorer in ("llm", "rouge", "bertscore"):
         for part in ("precision", "recall", "f1"):
@@ -93,7 +97,7 @@ def test_with_the_embedded_model_as_judge(workdir, embedded_model_dir, embedded_
     assert value(results, "ems_judge_requests") > 0
     assert value(results, "ems_judge_model_calls") > 0
     assert value(results, "ems_judge_prompt_tokens") > 0
-    assert value(results, "ems_parse_failures") >= 0
+    assert value(results, "ems_parse_failures") >= value(results, "ems_extract_fallbacks") >= 0
     # the demo transcript is longer than the context allows: cut, question kept whole
     assert value(results, "truncated_documents") == 1
     prompt = samples[0]["arguments"]["gen_args_0"]["arg_0"]
@@ -114,7 +118,8 @@ def test_offline_without_a_judge(workdir, embedded_model_dir):
         for part in ("precision", "recall", "f1"):
             assert 0.0 <= value(results, f"ems_offline_{scorer}_{part}") <= 1.0
     assert not any(
-        key.startswith(("ems_llm", "ems_rouge", "ems_bertscore", "ems_judge", "ems_parse")) for key in results
+        key.startswith(("ems_llm", "ems_rouge", "ems_bertscore", "ems_judge", "ems_parse", "ems_extract"))
+        for key in results
     )
     assert value(results, "truncated_documents") == 1
     assert len(samples) == 1 and details[0]["method"] == "offline"

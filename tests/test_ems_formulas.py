@@ -10,16 +10,27 @@ from lm_eval_fin.ems.formulas import AlignmentError, ems_scores
 
 
 def test_paper_example_alignment():
-    # The paper's alignment [4, 2, 3, -1]: reference points 1-3 matched to answer points 4, 2
-    # and 3, reference point 4 unmatched; 5 answer points (0-based indices up to 4).
-    alignment, scores, m = [4, 2, 3, -1], [0.8, 0.6, 0.9, 0.0], 5
-    # recall = (0.8 + 0.6 + 0.9 + 0) / 4 = 2.3 / 4 = 0.575
+    # The paper's example alignment [4, 2, 3, -1]: reference points 1-3 matched, reference
+    # point 4 unmatched. Whether the paper counts answer points from 0 or from 1, and how many
+    # it has, could not be checked against its text (the stored copies hold the abstract
+    # only), so both readings are computed; ems_scores takes 0-based indices, which is what
+    # the pipeline hands it (the judge names answer points from 1 and the parser subtracts 1).
+    scores = [0.8, 0.6, 0.9, 0.0]
+    # 0-based, 5 answer points (indices up to 4):
+    # recall = (0.8 + 0.6 + 0.9 + 0) / 4 = 0.575
     # precision = (answer 0: 0, 1: 0, 2: 0.6, 3: 0.9, 4: 0.8) / 5 = 2.3 / 5 = 0.46
-    # f1 = 2 * 0.46 * 0.575 / (0.46 + 0.575) = 0.529 / 1.035
-    precision, recall, f1 = ems_scores(alignment, scores, m)
+    precision, recall, f1 = ems_scores([4, 2, 3, -1], scores, 5)
     assert recall == pytest.approx(0.575)
     assert precision == pytest.approx(0.46)
-    assert f1 == pytest.approx(0.529 / 1.035)
+    assert f1 == pytest.approx(2 * 0.46 * 0.575 / (0.46 + 0.575))
+    # 1-based, 4 answer points: answer points 4, 2, 3 are 0-based 3, 1, 2; answer point 1 is
+    # unmatched: precision = (0 + 0.6 + 0.9 + 0.8) / 4 = 0.575, recall as above
+    precision, recall, f1 = ems_scores([3, 1, 2, -1], scores, 4)
+    assert (precision, recall) == (pytest.approx(0.575), pytest.approx(0.575))
+    assert f1 == pytest.approx(0.575)
+    # and the 1-based reading is not a valid 0-based alignment of 4 answer points
+    with pytest.raises(AlignmentError, match="answer point index"):
+        ems_scores([4, 2, 3, -1], scores, 4)
 
 
 def test_answer_point_matched_twice_counts_once_with_its_best_score():

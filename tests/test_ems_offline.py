@@ -4,7 +4,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lm_eval_fin.ems.offline import MATCH_THRESHOLD, extract_points, match_points, similarity, split_sentences
+from lm_eval_fin.ems.offline import (
+    MATCH_THRESHOLD,
+    extract_points,
+    match_points,
+    numbers_agree,
+    numbers_in,
+    similarity,
+    split_sentences,
+)
 
 ANSWER = """Sure! Here is a detailed analysis of the earnings call.
 
@@ -64,6 +72,58 @@ def test_extractor_cases(text, expected):
     assert extract_points(text) == expected
 
 
+def test_lead_in_right_above_a_list_and_closing_summary_under_it_are_dropped():
+    # no blank lines: the lead-in (too long for a heading) and the closing sentence sit in
+    # the list's own paragraph
+    text = (
+        "Apple's management pointed to several growth drivers during the call this quarter:\n"
+        "1. Services revenue reached a record $25 billion.\n"
+        "2. iPhone revenue grew 6% to $46.2 billion.\n"
+        "These elements position Apple well for continued growth."
+    )
+    assert extract_points(text) == [
+        "Services revenue reached a record $25 billion.",
+        "iPhone revenue grew 6% to $46.2 billion.",
+    ]
+    # the same closing sentence as its own paragraph, and other summing-up phrasings
+    for closing in (
+        "These elements position Apple well for continued growth.",
+        "Together, these results underscore the strength of the ecosystem.",
+        "All told, a solid quarter.",
+        "In short, demand held up.",
+    ):
+        assert extract_points(
+            "- Services revenue reached a record $25 billion.\n- Margins held.\n\n" + closing
+        ) == ["Services revenue reached a record $25 billion.", "Margins held."]
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        "These investments total $5 billion.",  # a back-reference stating a figure is content
+        "This quarter revenue grew 5%.",
+        "These stores opened in Texas and Ohio.",  # no judging verb: a fact
+        "Together, the two segments added 300 jobs.",
+    ],
+)
+def test_closing_sentences_with_content_are_kept(last):
+    text = "- Services revenue reached a record $25 billion.\n- Margins held.\n" + last
+    assert extract_points(text)[-1] == last
+    assert extract_points(text.replace("\n" + last, "\n\n" + last))[-1] == last
+    prose = "Services revenue reached a record. Margins held. " + last
+    assert extract_points(prose)[-1] == last
+
+
+def test_a_colon_sentence_inside_the_answer_stays():
+    # only a leading lead-in goes; a colon sentence after other content is kept
+    text = "- Revenue grew 5%.\nMargins were hit by two costs, steel and freight:\n- Steel rose 10%."
+    assert extract_points(text) == [
+        "Revenue grew 5%.",
+        "Margins were hit by two costs, steel and freight:",
+        "Steel rose 10%.",
+    ]
+
+
 def test_sentence_splitter_keeps_abbreviations_and_decimals():
     assert split_sentences(
         "EPS was $1.64 vs. $1.46 a year ago. Dr. Su spoke. Growth was approx. 9%. Done."
@@ -96,6 +156,24 @@ def test_numbers_must_agree():
     assert similarity("Capex was $1,200.50 million.", "Capex was $1200.5 million.") == pytest.approx(1.0)
     # a point without numbers can still match one with numbers on its words
     assert similarity("Revenue grew strongly.", "Revenue grew strongly, by 6%.") > MATCH_THRESHOLD
+
+
+def test_numbers_must_agree_in_context():
+    # one shared bare number is not enough: 35% is not 35 people
+    reference = "Revenue grew 35% in the quarter."
+    answer = "The team grew by 35 people in the quarter."
+    assert similarity(reference, answer) == 0.0
+    assert match_points([reference], [answer]) == [-1]
+    assert numbers_in(reference) == {("35", "%")} and numbers_in(answer) == {("35", "word:peopl")}
+    # the same number in the same context, written differently, still matches
+    assert similarity(reference, "Revenue grew 35 percent in the quarter.") > MATCH_THRESHOLD
+    assert similarity("Revenue was $25 billion.", "Revenue was 25 billion dollars.") > MATCH_THRESHOLD
+    assert similarity("Revenue was $25 billion.", "Revenue was $25 million.") == 0.0
+    assert similarity("The firm added 1,000 stores.", "The firm added 1,000 new stores.") > MATCH_THRESHOLD
+    # a number without context (a year, a figure before a comma) agrees with its value anywhere
+    assert numbers_agree(numbers_in("In 2024, revenue grew."), numbers_in("2024 revenue grew."))
+    # numbers glued to letters are labels, not figures
+    assert numbers_in("Q3 FY2024 results") == frozenset()
 
 
 def test_threshold_decides():

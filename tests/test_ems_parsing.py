@@ -59,6 +59,11 @@ def test_parse_points_unreadable_is_none(text):
         ('{"match": 6}', 5, None),  # not on the list: unreadable, re-asked
         ('{"match": 0}', 5, None),  # numbering starts at 1
         ("2.5", 5, None),
+        # the answer point's number, never the reference point's
+        ("Reference point 1 matches answer point 3.", 5, 2),
+        ("Reference point 2 corresponds to Answer Point #4", 5, 3),
+        ("Reference point 1: none of the answer points match.", 5, -1),
+        ("For reference point 2 the match is 5", 5, 4),
         ("I am not sure.", 5, None),
         (None, 5, None),
     ],
@@ -85,8 +90,14 @@ def test_match_number_and_index_split():
         ("10", 10, 1.0),
         ("0", 10, 0.0),
         ("4", 5, 0.8),
+        ('{"score": 7.0}', 10, 0.7),
         ("11", 10, None),
         ("-1", 10, None),
+        # the scale is integer: a fraction is unreadable and asked again
+        ("7.5", 10, None),
+        ('{"score": 7.5}', 10, None),
+        ("Score: 8.5", 10, None),
+        ("7.5/10", 10, None),
         ("excellent", 10, None),
         (None, 10, None),
     ],

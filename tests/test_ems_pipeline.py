@@ -3,12 +3,13 @@ deterministic model behind it: batching, re-asks, cache reuse, fallbacks, memois
 details files and rescore."""
 
 import json
+import logging
 import re
 
 import pytest
 
 from lm_eval_fin.ems import harness, prompts
-from lm_eval_fin.ems.pipeline import run_ems
+from lm_eval_fin.ems.pipeline import metric_names, run_ems
 from lm_eval_fin.judge import JudgeOptions, JudgeResponse, parse_spec
 from lm_eval_fin.judge.cache import JudgeCache
 from lm_eval_fin.judge.core import CachedJudge
@@ -173,6 +174,71 @@ def test_unreadable_answers_fall_back_and_are_counted(tmp_path):
     )
 
 
+class CuttingModel(ScriptedModel):
+    """A ScriptedModel whose outputs stop at their token budget, 3 characters a token, as a
+    real model's do: a list longer than the budget is cut mid-JSON."""
+
+    def answer(self, request):
+        return super().answer(request)[: 3 * request.max_tokens]
+
+
+def test_long_answers_get_an_extraction_budget_that_holds_them(tmp_path):
+    long_answer = ". ".join(f"Segment {i} revenue grew {i}% to {i}.5 billion" for i in range(150))
+    assert len(long_answer) > 3 * JudgeOptions().max_tokens  # more than the judge's default budget holds
+    model = CuttingModel()
+    judge = scripted_judge(tmp_path / "c.sqlite", model)
+    run = run_ems([long_answer], ["Segment 3 revenue grew 3% to 3.5 billion"], judge=judge, scorers=["rouge"])
+    extraction = model.batches[0]
+    budgets = {r.messages[-1]["content"].removeprefix("Answer:\n"): r.max_tokens for r in extraction}
+    assert budgets[long_answer] >= 2 * len(long_answer) / 3  # twice a generous token estimate
+    assert budgets["Segment 3 revenue grew 3% to 3.5 billion"] == prompts.EXTRACT_MIN_TOKENS
+    assert len(run.documents[0].answer_points) == 150  # the whole list came back and parsed
+    assert run.metrics()["ems_extract_fallbacks"] == 0
+    # a budget set by the caller applies to every text
+    capped = run_ems(
+        [long_answer],
+        ["Segment 3"],
+        judge=scripted_judge(tmp_path / "d.sqlite", CuttingModel()),
+        scorers=["rouge"],
+        extract_max_tokens=64,
+        max_attempts=1,
+    )
+    assert capped.metrics()["ems_extract_fallbacks"] == 1
+
+
+def test_extraction_fallbacks_are_reported_on_their_own(tmp_path, caplog):
+    answers = ["NOISE revenue rose 6% to 94.9 billion", "Cash flow was 5 billion"]
+    references = ["Revenue rose 6% to 94.9 billion", "Cash flow was 5 billion. NOISE capex"]
+    with caplog.at_level(logging.WARNING, logger="lm_eval_fin.ems.pipeline"):
+        run = run_ems(
+            answers, references, judge=scripted_judge(tmp_path / "c.sqlite", ScriptedModel()), scorers=["llm"]
+        )
+    metrics = run.metrics()
+    assert metrics["ems_extract_fallbacks"] == 2 == run.extract_fallbacks
+    assert metrics["ems_parse_failures"] >= metrics["ems_extract_fallbacks"]
+    assert "2 of 4 extractions" in caplog.text and "offline extractor" in caplog.text
+    assert "ems_extract_fallbacks" in metric_names("llm", ["llm"])
+    assert "ems_extract_fallbacks" not in metric_names("offline", ["rouge"])
+
+
+def test_details_go_next_to_lm_evals_output(tmp_path, monkeypatch):
+    environ = {}
+    argv = ["--model", "hf", "--output_path", str(tmp_path / "out"), "--log_samples"]
+    folder = harness.set_details_dir_from_argv(argv, environ)
+    assert folder == tmp_path / "out" / "ems_details" and environ[harness.DETAILS_ENV] == str(folder)
+    environ = {}
+    harness.set_details_dir_from_argv(["-o", str(tmp_path / "res.json")], environ)
+    assert environ[harness.DETAILS_ENV] == str(tmp_path / "ems_details")  # lm-eval writes beside the file
+    environ = {}
+    harness.set_details_dir_from_argv([f"--output_path={tmp_path / 'o2'}"], environ)
+    assert environ[harness.DETAILS_ENV] == str(tmp_path / "o2" / "ems_details")
+    environ = {harness.DETAILS_ENV: str(tmp_path / "mine")}  # a folder the user chose wins
+    assert harness.set_details_dir_from_argv(["-o", str(tmp_path / "out")], environ) == tmp_path / "mine"
+    assert harness.set_details_dir_from_argv(["--tasks", "fin_ems"], {}) is None
+    monkeypatch.chdir(tmp_path)
+    assert harness.details_dir_for_output("rel") == tmp_path / "rel" / "ems_details"
+
+
 def test_offline_run_is_named_offline_and_needs_no_judge():
     run = run_ems(
         ["Revenue rose 6% to $94.9 billion."], ["Revenue increased 6% to $94.9 billion."], scorers=["rouge"]
@@ -206,7 +272,8 @@ def _docs(settings):
     ]
 
 
-def test_corpus_metrics_share_one_memoised_pass_and_write_details(tmp_path, monkeypatch):
+def test_corpus_metrics_share_one_memoised_pass_and_write_details(tmp_path, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="lm_eval_fin.ems.harness")
     monkeypatch.setenv(harness.DETAILS_ENV, str(tmp_path / "details"))
     passes = []
     real = harness._run_corpus
@@ -233,7 +300,9 @@ def test_corpus_metrics_share_one_memoised_pass_and_write_details(tmp_path, monk
     assert len(passes) == 1  # eight aggregations, one pass
     assert 0 <= values["ems_offline_rouge_f1"] <= 1 and 0 < values["bertscore_f1"] <= 1
 
-    details = json.loads(next((tmp_path / "details").glob("fin_ems-offline-*.json")).read_text())
+    (written,) = (tmp_path / "details").glob("fin_ems-offline-*.json")
+    assert f"details written to {written}" in caplog.text  # the path it wrote is logged
+    details = json.loads(written.read_text())
     assert [d["id"] for d in details["documents"]] == ["d0", "d1"]
     assert details["documents"][0]["alignment"] == [0, -1, -1]  # "Revenue rose ..." matched
     assert details["metrics"]["ems_offline_rouge_f1"] == pytest.approx(values["ems_offline_rouge_f1"])

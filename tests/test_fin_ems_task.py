@@ -38,6 +38,10 @@ def test_settings_from_metadata_and_environment(monkeypatch):
     assert settings["judge"] == "hf:/some/model"
     assert settings["judge_options"] == {"max_tokens": 64}
     assert settings["max_score"] == 5 and settings["max_attempts"] == 3
+    assert settings["extract_max_tokens"] is None  # each text its own budget
+    assert harness.scoring_settings({"extract_max_tokens": 4096})["extract_max_tokens"] == 4096
+    with pytest.raises(ValueError, match="extract_max_tokens must be a positive integer"):
+        harness.scoring_settings({"extract_max_tokens": 0})
     assert harness.scoring_settings({"judge": "none"})["judge"] is None  # explicit offline wins over the env
     with pytest.raises(ValueError, match="max_score must be a positive integer"):
         harness.scoring_settings({"max_score": 0})
@@ -59,11 +63,12 @@ def test_metric_names_follow_the_judge_setting():
         "ems_rouge_f1",
         "ems_bertscore_f1",
         "ems_parse_failures",
+        "ems_extract_fallbacks",
         "ems_judge_model_calls",
     } <= set(with_judge)
     assert not any("offline" in name for name in with_judge)
     assert {"ems_offline_rouge_f1", "ems_offline_bertscore_f1"} <= set(offline)
-    assert not any(name.startswith(("ems_llm", "ems_judge", "ems_parse")) for name in offline)
+    assert not any(name.startswith(("ems_llm", "ems_judge", "ems_parse", "ems_extract")) for name in offline)
     assert offline["bleu"] == [
         "bleu",
         {
@@ -111,3 +116,18 @@ def test_unloadable_tokenizer_means_no_fitting(tmp_path, caplog):
     )
     assert not any(d["truncated"] for d in docs)
     assert "not fitted to the context" in caplog.text
+
+
+def test_the_task_lists_every_metric_the_harness_reports():
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
+    config = yaml.load((paths.tasks_dir() / "fin_ems" / "fin_ems.yaml").read_text(), Loader=Loader)
+    listed = {entry["metric"] for entry in config["metric_list"]}
+    base = {"id": "x", "reference": "r", "truncated": False}
+    for judge in ("hf:m", None):
+        reported = harness.process_results(dict(base, scoring=json.dumps({"judge": judge})), ["a"])
+        assert set(reported) <= listed, set(reported) - listed

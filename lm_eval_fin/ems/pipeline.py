@@ -18,7 +18,12 @@ the metrics say so in their names (``ems_offline_rouge_f1``); there is no LLM sc
 What a judge answer that stays unreadable after the re-asks counts as (each is reported as a
 parse failure of its stage, per document and in total):
 
-* extraction: the offline extractor's points for that text;
+* extraction: the offline extractor's points for that text. Such a document mixes the two
+  extractors, so these fallbacks are also reported on their own (``ems_extract_fallbacks``,
+  one per text per document) and logged: ``ems_llm_*`` with fallbacks is not pure EMS(LLM).
+  Each text gets an output budget scaled to its length
+  (:func:`lm_eval_fin.ems.prompts.extract_budget`), so a long answer restated in JSON is
+  not cut into an unreadable list;
 * matching: no match (-1) for that reference point;
 * scoring: 0 for that pair.
 """
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import math
 import time
 from dataclasses import dataclass, field
@@ -35,6 +41,8 @@ from typing import Any, Sequence
 from lm_eval_fin.ems import offline, prompts
 from lm_eval_fin.ems.formulas import NO_MATCH, ems_scores
 from lm_eval_fin.ems.parsing import parse_match, parse_points, parse_score
+
+logger = logging.getLogger(__name__)
 
 LLM, ROUGE, BERTSCORE = "llm", "rouge", "bertscore"
 SCORERS = (LLM, ROUGE, BERTSCORE)
@@ -54,7 +62,11 @@ def metric_names(method: str, scorers: Sequence[str]) -> list[str]:
     """The metric names a run reports, in order."""
     names = [f"{metric_prefix(method, s)}_{part}" for s in scorers for part in ("precision", "recall", "f1")]
     if method == LLM:
-        names += ["ems_parse_failures", *(f"ems_judge_{name}" for name in USAGE_FIELDS)]
+        names += [
+            "ems_parse_failures",
+            "ems_extract_fallbacks",
+            *(f"ems_judge_{name}" for name in USAGE_FIELDS),
+        ]
     return names
 
 
@@ -90,6 +102,12 @@ class EmsRun:
     def parse_failures(self) -> int:
         return sum(sum(doc.parse_failures.values()) for doc in self.documents)
 
+    @property
+    def extract_fallbacks(self) -> int:
+        """Texts (a reference or an answer, counted per document) whose points came from the
+        offline extractor because the judge's extraction stayed unreadable."""
+        return sum(doc.parse_failures["extraction"] for doc in self.documents)
+
     def metrics(self) -> dict[str, float]:
         """Mean P/R/F1 over documents per scorer (NaN for a scorer that could not run, or an
         empty run), and in judge runs the parse failures and judge usage of the run."""
@@ -104,6 +122,7 @@ class EmsRun:
                     values[f"{prefix}_{part}"] = sum(t[position] for t in per_doc) / len(per_doc)
         if self.method == LLM:
             values["ems_parse_failures"] = float(self.parse_failures)
+            values["ems_extract_fallbacks"] = float(self.extract_fallbacks)
             for name in USAGE_FIELDS:
                 values[f"ems_judge_{name}"] = float(self.judge_usage.get(name, 0))
         return values
@@ -159,6 +178,8 @@ def extract_all(
     """Points of each text and whether its extraction failed (offline points stand in).
 
     Distinct non-empty texts go to the judge once, in one batch; an empty text has no points.
+    ``max_tokens`` None gives each text a budget scaled to its length
+    (:func:`lm_eval_fin.ems.prompts.extract_budget`).
     """
     distinct = list(dict.fromkeys(text for text in texts if text.strip()))
     if judge is None:
@@ -280,7 +301,8 @@ def run_ems(
     ``complete``), or None for the offline extractor and matcher. ``scorers``: a subset of
     ``("llm", "rouge", "bertscore")``; by default all that apply. ``bertscore_model``: passed
     to :func:`lm_eval_fin.textsim.bertscore_f1`. ``extract_max_tokens``: the extraction
-    budget, by default the judge's ``max_tokens`` option. ``max_attempts``: asks per judge
+    budget for every text; by default each text's own, scaled to its length
+    (:func:`lm_eval_fin.ems.prompts.extract_budget`). ``max_attempts``: asks per judge
     request before its answer counts as a parse failure (1 = no re-asks).
     """
     if len(answers) != len(references):
@@ -344,6 +366,14 @@ def run_ems(
         }
         documents.append(DocumentEms(refs, answer_points, alignment, scores, ems, failures))
 
+    fallbacks = sum(extraction_failed)
+    if fallbacks:
+        logger.warning(
+            "EMS: %d of %d extractions stayed unreadable and fell back to the offline extractor; "
+            "their documents mix the two extractors (ems_extract_fallbacks)",
+            fallbacks,
+            len(extraction_failed),
+        )
     usage_after = _judge_usage(judge)
     usage = (
         {name: usage_after[name] - usage_before[name] for name in USAGE_FIELDS}

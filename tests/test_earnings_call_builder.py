@@ -3,11 +3,15 @@ with the embedded model as both answerers and the consolidator."""
 
 import datetime as dt
 import json
+import logging
 
 import pytest
 
 from lm_eval_fin import cli
 from lm_eval_fin.builders import earnings_call as ec
+from lm_eval_fin.judge import JudgeOptions, JudgeResponse, parse_spec
+from lm_eval_fin.judge.cache import JudgeCache
+from lm_eval_fin.judge.core import CachedJudge
 
 NORTHWIND = (
     "Operator: Welcome to the Northwind Tools call. CEO: Revenue was $4.2 billion, up 12%. "
@@ -35,7 +39,8 @@ def test_parse_quarter_rejects(text):
 def test_quarter_windows_by_results_and_by_call_date():
     assert ec.quarter_window(2024, 3) == (dt.date(2024, 10, 1), dt.date(2024, 12, 31))
     assert ec.quarter_window(2024, 4) == (dt.date(2025, 1, 1), dt.date(2025, 3, 31))
-    assert ec.quarter_window(2024, 3, "call") == (dt.date(2024, 7, 1), dt.date(2024, 9, 30))
+    assert ec.quarter_window(2024, 3, "call-date") == (dt.date(2024, 7, 1), dt.date(2024, 9, 30))
+    assert ec.quarter_window(2024, 4, "call-date") == (dt.date(2024, 10, 1), dt.date(2024, 12, 31))
     with pytest.raises(ec.BuildError, match="basis"):
         ec.quarter_window(2024, 3, "fiscal")
 
@@ -179,6 +184,128 @@ def test_build_with_the_embedded_model_in_all_three_roles(tmp_path, embedded_jud
     provenance = record["provenance"]
     assert provenance["answerer_a"] == provenance["consolidator"] == embedded_judge_spec
     assert len(provenance["answer_prompt_hash"]) == 12 and provenance["built_at"].startswith("20")
+    seeds = {role: decoding["seed"] for role, decoding in provenance["answer_decoding"].items()}
+    assert seeds["answerer_b"] == seeds["answerer_a"] + 1
+
+
+class ScriptedBackend:
+    """A model behind the real judge layer (CachedJudge + sqlite cache) that says which
+    request it answers; ``batches`` holds every batch that reached the model."""
+
+    def __init__(self):
+        self.batches = []
+
+    def run(self, requests, sink):
+        self.batches.append(list(requests))
+        for index, request in enumerate(requests):
+            if request.messages[0]["content"] == ec.CONSOLIDATE_SYSTEM:
+                text = "Consolidated: " + request.messages[-1]["content"].rsplit("Answer 1:\n", 1)[1][:80]
+            else:
+                text = f"An answer (seed {request.seed}, temperature {request.temperature})."
+            sink.done(index, JudgeResponse(text, prompt_tokens=10, completion_tokens=5))
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def scripted_build(tmp_path, monkeypatch):
+    """``lm-eval-fin build`` over a folder of two Contoso calls (July and November 2024) with
+    one scripted judge for every spec; returns (run(*extra args) -> (code, summary), backend)."""
+    source = tmp_path / "calls"
+    source.mkdir()
+    (source / "CTSO_2024-07-25.txt").write_text("The July call, reporting calendar Q2. " + CONTOSO)
+    (source / "CTSO_2024-11-06.txt").write_text(CONTOSO)
+    questions = tmp_path / "questions.json"
+    questions.write_text(
+        json.dumps({"questions": [{"id": "q1", "question": "Q one?"}, {"id": "q5", "question": "Q five?"}]})
+    )
+    backend = ScriptedBackend()
+    judges = {}
+
+    def load_judge(spec, options=None):
+        judges[spec] = CachedJudge(
+            parse_spec(spec), backend, options or JudgeOptions(), cache=JudgeCache(tmp_path / "judge.sqlite")
+        )
+        return judges[spec]
+
+    monkeypatch.setattr("lm_eval_fin.judge.load_judge", load_judge)
+
+    def run(*extra):
+        out = tmp_path / f"built-{len(list(tmp_path.glob('built-*')))}"
+        code = cli.main(
+            ["build", "earnings-call", "--source", str(source), "--tickers", "CTSO"]
+            + ["--questions", str(questions), "--output", str(out), *extra]
+        )
+        return code, out
+
+    return run, backend
+
+
+def test_one_spec_for_both_answerers_still_makes_two_answers(scripted_build, capsys, caplog):
+    run, backend = scripted_build
+    with caplog.at_level(logging.WARNING, logger="lm_eval_fin.builders.earnings_call"):
+        code, out = run("--judge", "hf:one-model")
+    assert code == 0
+    # answerer A, answerer B, consolidation: three batches that each reached the model; B's
+    # requests are not A's cached answers
+    assert [len(batch) for batch in backend.batches] == [2, 2, 2]
+    a_batch, b_batch, _ = backend.batches
+    assert {r.seed for r in a_batch} == {0} and {r.seed for r in b_batch} == {1}
+    assert {r.temperature for r in b_batch} == {ec.SAME_MODEL_TEMPERATURE}  # greedy judge: B samples
+    assert "both answers come from one model" in caplog.text
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["records"] == 2
+    (record, _) = ec.read_dataset(out)
+    assert record["provenance"]["answer_decoding"] == {
+        "answerer_a": {"seed": 0, "temperature": None},
+        "answerer_b": {"seed": 1, "temperature": ec.SAME_MODEL_TEMPERATURE},
+    }
+    assert "seed 0" in record["reference"]  # the consolidator saw answer A ...
+
+
+def test_two_answerer_specs_keep_the_judges_decoding(scripted_build, capsys, caplog):
+    run, backend = scripted_build
+    with caplog.at_level(logging.WARNING, logger="lm_eval_fin.builders.earnings_call"):
+        code, _ = run("--answerer-a", "hf:a", "--answerer-b", "hf:b", "--consolidator", "hf:a")
+    assert code == 0 and "one model" not in caplog.text
+    assert [len(batch) for batch in backend.batches] == [2, 2, 2]
+    assert {r.temperature for r in backend.batches[1]} == {0.0}  # greedy, as the judge options say
+
+
+def test_quarter_basis_results_and_call_date(scripted_build, capsys):
+    run, _ = scripted_build
+    code, out = run("--judge", "hf:one-model")  # default: 2024Q3 on the results basis
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["transcripts"] == ["CTSO 2024-11-06"]
+    assert summary["calls_held"] == "2024-10-01..2024-12-31 (results basis of 2024Q3)"
+    code, out = run("--judge", "hf:one-model", "--quarter-basis", "call-date")
+    summary = json.loads(capsys.readouterr().out)
+    assert code == 0 and summary["transcripts"] == ["CTSO 2024-07-25"]
+    assert summary["calls_held"] == "2024-07-01..2024-09-30 (call-date basis of 2024Q3)"
+    code, _ = run("--judge", "hf:one-model", "--quarter", "2024Q1", "--quarter-basis", "call-date")
+    assert code == 1 and "held 2024-01-01..2024-03-31 (call-date basis of 2024Q1)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        run("--judge", "hf:one-model", "--quarter-basis", "fiscal")
+    help_text = cli.build_parser()._subparsers._group_actions[0].choices["build"].format_help()
+    assert "results (default)" in help_text and "call-date" in help_text and "2024-07-01" in help_text
+
+
+def test_prompt_hashes_cover_the_whole_request_templates(scripted_build, monkeypatch, capsys):
+    before = ec.prompt_hashes()
+    for name, changes in (
+        ("ANSWER_USER", "answer_prompt_hash"),
+        ("CONSOLIDATE_USER", "consolidate_prompt_hash"),
+        ("CALL_HEADER", "answer_prompt_hash"),
+    ):
+        with monkeypatch.context() as patch:
+            patch.setattr(ec, name, getattr(ec, name) + " Reply in French.")
+            assert ec.prompt_hashes()[changes] != before[changes], name
+    run, _ = scripted_build
+    code, out = run("--judge", "hf:one-model")
+    assert code == 0
+    provenance = ec.read_dataset(out)[0]["provenance"]
+    assert {key: provenance[key] for key in before} == before
 
 
 def test_build_without_any_judge_is_a_usage_error(tmp_path, monkeypatch, capsys):

@@ -7,8 +7,11 @@
         --answerer-b openai:http://127.0.0.1:8001/v1#model-b \\
         --consolidator openai:http://127.0.0.1:8000/v1#model-a --output data/ems
 
-The judge options (``--judge-max-tokens`` ...) apply to all three roles. See
-:mod:`lm_eval_fin.builders.earnings_call` for the record format and call selection.
+The judge options (``--judge-max-tokens`` ...) apply to all three roles. With one spec for
+both answerers (``--judge`` alone) both answers come from one model: the build warns, and
+answerer B asks with its own seed (sampling when the judge is greedy) so that it does not
+get answerer A's answer back from the cache. See :mod:`lm_eval_fin.builders.earnings_call`
+for the record format and call selection.
 """
 
 from __future__ import annotations
@@ -40,14 +43,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="comma-separated tickers (default: the paper's ten companies)",
     )
     parser.add_argument(
-        "--quarter", default=ec.PAPER_QUARTER, help="calendar quarter, e.g. 2024Q3 (the paper's)"
+        "--quarter",
+        default=ec.PAPER_QUARTER,
+        help=f"calendar quarter, e.g. 2024Q3 (default {ec.PAPER_QUARTER}: with --quarter-basis results, the "
+        "paper's calls); fiscal labels are never used",
     )
     parser.add_argument(
         "--quarter-basis",
-        choices=("results", "call"),
-        default="results",
-        help="results: calls reporting that quarter, held in the quarter after it (default); "
-        "call: calls held in that quarter",
+        choices=ec.QUARTER_BASES,
+        default=ec.DEFAULT_QUARTER_BASIS,
+        help="results (default): the calls reporting that quarter's results, held in the quarter after "
+        "it (2024Q3 -> calls held 2024-10-01..2024-12-31, the paper's dataset); call-date: the calls "
+        "held in that quarter (2024Q3 -> calls held 2024-07-01..2024-09-30)",
     )
     parser.add_argument("--questions", default=None, help="questions JSON (default: the paper's five)")
     parser.add_argument(
@@ -90,7 +97,8 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if not selected:
         print(
-            f"error: no call of {', '.join(tickers)} held {window[0]}..{window[1]} in {source}",
+            f"error: no call of {', '.join(tickers)} held {window[0]}..{window[1]} "
+            f"({args.quarter_basis} basis of {year}Q{quarter}) in {source}",
             file=sys.stderr,
         )
         return 1
@@ -111,6 +119,7 @@ def main(args: argparse.Namespace) -> int:
         return 1
     jsonl, disk = ec.write_dataset(report.records, args.output)
     summary = {
+        "calls_held": f"{window[0]}..{window[1]} ({args.quarter_basis} basis of {year}Q{quarter})",
         "transcripts": [f"{t.ticker} {t.call_date}" for t in selected],
         "records": len(report.records),
         "skipped": report.skipped,

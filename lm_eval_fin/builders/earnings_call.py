@@ -12,20 +12,34 @@ Records (one per transcript and question), written as JSONL and with
     question        the question, as shipped in lm_eval_fin/data/ems_questions.json
     transcript      the whole transcript text
     reference       the consolidated reference answer
-    provenance      {source, answerer_a, answerer_b, consolidator, answer_prompt_hash,
-                     consolidate_prompt_hash, built_at, lm_eval_fin_version}
+    provenance      {source, answerer_a, answerer_b, consolidator, answer_decoding,
+                     answer_prompt_hash, consolidate_prompt_hash, built_at,
+                     lm_eval_fin_version}; the prompt hashes cover each request's whole
+                     template (system prompt and user turn)
 
 Selecting calls. Companies name their quarters by fiscal year (Apple's fiscal Q4 2024 and
 Microsoft's fiscal Q1 2025 were both reported in October 2024), so calls are selected by the
-date they were held, never by the source's year/quarter labels. ``--quarter 2024Q3`` means,
-by default, the calls that report calendar Q3 2024 results: calls held in the calendar
-quarter after it (2024-10-01 to 2024-12-31), as the paper's dataset does. With
-``quarter_basis="call"`` the call date itself must fall in the quarter.
+date they were held, never by the source's year/quarter labels. A calendar quarter selects
+calls on one of two bases (``--quarter-basis``):
+
+* ``results`` (the default): the calls that report that calendar quarter's results, i.e.
+  the calls held in the calendar quarter after it. ``--quarter 2024Q3`` selects calls held
+  2024-10-01 to 2024-12-31. This reproduces the paper's dataset (the calls on calendar Q3
+  2024 results), and ``2024Q3`` on this basis is the default.
+* ``call-date``: the calls whose date falls in the quarter itself. ``--quarter 2024Q3``
+  selects calls held 2024-07-01 to 2024-09-30 (which mostly report Q2 results).
 
 References, the paper's way: two answerer models answer each question on their own; a third
 call (the consolidator) merges the two answers with the transcript at hand. Every stage is
 one batch through the judge layer (all answers of answerer A for all transcripts, then all of
 B, then all consolidations), cached, so an interrupted build resumes where it stopped.
+
+The two answerers' requests differ by construction: answerer B asks with the judge's seed + 1
+(:data:`ANSWERER_SEED_OFFSETS`), so the judge cache never hands B the answer A got for the
+same prompt. When both answerers are one judge spec, both answers come from one model: the
+build warns, and B samples at :data:`SAME_MODEL_TEMPERATURE` where the judge decodes greedily
+(a greedy second answer would repeat the first). ``answer_decoding`` in the provenance
+records each answerer's seed and temperature.
 """
 
 from __future__ import annotations
@@ -76,6 +90,14 @@ PAPER_COMPANIES = {
     "LLY": "Eli Lilly and Company",
 }
 PAPER_QUARTER = "2024Q3"
+QUARTER_BASES = ("results", "call-date")
+DEFAULT_QUARTER_BASIS = "results"  # with PAPER_QUARTER: the paper's dataset
+
+# Answerer B asks with the judge's seed plus its offset, so its requests (and cache keys)
+# differ from answerer A's even when one model serves both roles.
+ANSWERER_SEED_OFFSETS = {"answerer_a": 0, "answerer_b": 1}
+# Answerer B's temperature when it is the same judge spec as A and that judge decodes greedily.
+SAME_MODEL_TEMPERATURE = 0.7
 
 # Local transcript files: <TICKER>_<YYYY-MM-DD>.txt, the call date in the name ...
 _DATED_NAME = re.compile(r"^(?P<ticker>[A-Za-z][A-Za-z.\-]{0,9})_(?P<date>\d{4}-\d{2}-\d{2})$")
@@ -114,19 +136,21 @@ def parse_quarter(text: str) -> tuple[int, int]:
     return int(match.group(4)), int(match.group(3))
 
 
-def quarter_window(year: int, quarter: int, basis: str = "results") -> tuple[dt.date, dt.date]:
+def quarter_window(
+    year: int, quarter: int, basis: str = DEFAULT_QUARTER_BASIS
+) -> tuple[dt.date, dt.date]:
     """First and last call date selected for calendar quarter ``year``/``quarter``.
 
     ``basis="results"``: calls reporting that quarter, held in the next calendar quarter.
-    ``basis="call"``: calls held in that quarter.
+    ``basis="call-date"``: calls held in that quarter.
 
     >>> quarter_window(2024, 3)
     (datetime.date(2024, 10, 1), datetime.date(2024, 12, 31))
-    >>> quarter_window(2024, 4, basis="call")
-    (datetime.date(2024, 10, 1), datetime.date(2024, 12, 31))
+    >>> quarter_window(2024, 3, basis="call-date")
+    (datetime.date(2024, 7, 1), datetime.date(2024, 9, 30))
     """
-    if basis not in ("results", "call"):
-        raise BuildError(f"quarter basis must be 'results' or 'call', got {basis!r}")
+    if basis not in QUARTER_BASES:
+        raise BuildError(f"quarter basis must be one of {', '.join(QUARTER_BASES)}; got {basis!r}")
     if basis == "results":
         year, quarter = (year + 1, 1) if quarter == 4 else (year, quarter + 1)
     first = dt.date(year, 3 * quarter - 2, 1)
@@ -322,29 +346,88 @@ You are given the transcript, the question and two answers written independently
 Reply with the combined answer only."""
 
 
+# The user turns; the provenance hashes cover these with the system prompts.
+CALL_HEADER = "Earnings call of {company} ({ticker}), held on {call_date}."
+ANSWER_USER = "{header}\n\nTranscript:\n{transcript}\n\nQuestion: {question}"
+CONSOLIDATE_USER = (
+    "{header}\n\nTranscript:\n{transcript}\n\nQuestion: {question}\n\n"
+    "Answer 1:\n{answer_a}\n\nAnswer 2:\n{answer_b}"
+)
+NO_ANSWER = "(no answer)"
+
+
+def prompt_hashes() -> dict[str, str]:
+    """Hashes of the whole request templates (system prompt, call header, user turn) of the
+    answer and the consolidation requests, recorded in the provenance."""
+    from lm_eval_fin.ems.prompts import prompt_hash
+
+    return {
+        "answer_prompt_hash": prompt_hash(ANSWER_SYSTEM, CALL_HEADER, ANSWER_USER),
+        "consolidate_prompt_hash": prompt_hash(CONSOLIDATE_SYSTEM, CALL_HEADER, CONSOLIDATE_USER, NO_ANSWER),
+    }
+
+
 def _call_header(transcript: Transcript) -> str:
-    return f"Earnings call of {transcript.company} ({transcript.ticker}), held on {transcript.call_date.isoformat()}."
+    return CALL_HEADER.format(
+        company=transcript.company, ticker=transcript.ticker, call_date=transcript.call_date.isoformat()
+    )
 
 
-def answer_request(transcript: Transcript, question: str):
+def answer_request(
+    transcript: Transcript, question: str, seed: int | None = None, temperature: float | None = None
+):
+    """One answerer's request; ``seed``/``temperature`` None take the judge's options."""
     from lm_eval_fin.judge import JudgeRequest
 
-    content = f"{_call_header(transcript)}\n\nTranscript:\n{transcript.text}\n\nQuestion: {question}"
+    content = ANSWER_USER.format(
+        header=_call_header(transcript), transcript=transcript.text, question=question
+    )
     return JudgeRequest(
-        messages=({"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": content})
+        messages=({"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": content}),
+        seed=seed,
+        temperature=temperature,
     )
 
 
 def consolidate_request(transcript: Transcript, question: str, answer_a: str | None, answer_b: str | None):
     from lm_eval_fin.judge import JudgeRequest
 
-    content = (
-        f"{_call_header(transcript)}\n\nTranscript:\n{transcript.text}\n\nQuestion: {question}\n\n"
-        f"Answer 1:\n{answer_a or '(no answer)'}\n\nAnswer 2:\n{answer_b or '(no answer)'}"
+    content = CONSOLIDATE_USER.format(
+        header=_call_header(transcript),
+        transcript=transcript.text,
+        question=question,
+        answer_a=answer_a or NO_ANSWER,
+        answer_b=answer_b or NO_ANSWER,
     )
     return JudgeRequest(
         messages=({"role": "system", "content": CONSOLIDATE_SYSTEM}, {"role": "user", "content": content})
     )
+
+
+def answer_decoding(answerer_a, answerer_b) -> dict[str, dict[str, Any]]:
+    """Seed and temperature of each answerer's requests (see the module docstring); a value
+    None is the judge's own option."""
+    same_model = answerer_a is answerer_b or answerer_a.spec == answerer_b.spec
+    decoding = {}
+    for role, judge in (("answerer_a", answerer_a), ("answerer_b", answerer_b)):
+        options = getattr(judge, "options", None)
+        seed = int(getattr(options, "seed", 0) or 0) + ANSWERER_SEED_OFFSETS[role]
+        temperature = None
+        if role == "answerer_b" and same_model and not getattr(options, "temperature", 0):
+            temperature = SAME_MODEL_TEMPERATURE
+        decoding[role] = {"seed": seed, "temperature": temperature}
+    if same_model:
+        logger.warning(
+            "answerers A and B are one judge (%s): both answers come from one model, so the "
+            "references are one model's two answers consolidated, not two models' as in the paper; "
+            "answerer B asks with seed %d%s. Pass --answerer-b with another model to follow the paper",
+            answerer_a.spec,
+            decoding["answerer_b"]["seed"],
+            f" at temperature {decoding['answerer_b']['temperature']}"
+            if decoding["answerer_b"]["temperature"] is not None
+            else "",
+        )
+    return decoding
 
 
 def parse_answer(text: str | None) -> str | None:
@@ -378,15 +461,15 @@ def build_records(
     import time
 
     from lm_eval_fin import __version__
-    from lm_eval_fin.ems.prompts import prompt_hash
     from lm_eval_fin.judge import complete_parsed
 
     pairs = [(t, q) for t in transcripts for q in questions]
+    decoding = answer_decoding(answerer_a, answerer_b)
     seconds = {}
     started = time.perf_counter()
     answers_a = complete_parsed(
         answerer_a,
-        [answer_request(t, q["question"]) for t, q in pairs],
+        [answer_request(t, q["question"], **decoding["answerer_a"]) for t, q in pairs],
         parse_answer,
         desc="references: answerer A",
     )
@@ -394,7 +477,7 @@ def build_records(
     started = time.perf_counter()
     answers_b = complete_parsed(
         answerer_b,
-        [answer_request(t, q["question"]) for t, q in pairs],
+        [answer_request(t, q["question"], **decoding["answerer_b"]) for t, q in pairs],
         parse_answer,
         desc="references: answerer B",
     )
@@ -424,8 +507,8 @@ def build_records(
         "answerer_a": answerer_a.spec,
         "answerer_b": answerer_b.spec,
         "consolidator": consolidator.spec,
-        "answer_prompt_hash": prompt_hash(ANSWER_SYSTEM),
-        "consolidate_prompt_hash": prompt_hash(CONSOLIDATE_SYSTEM),
+        "answer_decoding": decoding,
+        **prompt_hashes(),
         "built_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "lm_eval_fin_version": __version__,
     }

@@ -1,9 +1,12 @@
 """The ``lm-eval-fin`` console script.
 
 ``run`` hands every argument to lm-eval's own CLI with our task folder added, so nothing of
-the harness's argument parsing is re-implemented here. The other subcommands reach the core
-without the harness (judge re-scoring, dataset building, reranking); each lives in its own
-module and only registers its arguments here.
+the harness's argument parsing is re-implemented here; only the judge flags (``--judge`` and
+``--judge-*``, the same as on every other subcommand) are taken out first and handed to the
+harness as ``$LM_EVAL_FIN_JUDGE`` and ``$LM_EVAL_FIN_JUDGE_OPTIONS``, which the tasks' judge
+metrics read. The other subcommands reach the core without the harness (judge re-scoring,
+dataset building, reranking); each lives in its own module and only registers its arguments
+here.
 """
 
 from __future__ import annotations
@@ -11,10 +14,19 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import sys
 
 from lm_eval_fin import paths
-from lm_eval_fin.judge.options import add_judge_arguments
+from lm_eval_fin.judge.options import (
+    JUDGE_ENV,
+    JUDGE_OPTIONS_ENV,
+    add_judge_arguments,
+    flag_of,
+    given_options,
+    option_fields,
+    options_from_env,
+)
 
 # subcommand -> module exposing add_arguments(parser) and main(args) -> int
 _SUBCOMMANDS = {
@@ -36,15 +48,71 @@ def harness_argv(args: list[str]) -> list[str]:
     return ["lm-eval", "run", "--include_path", str(paths.tasks_dir()), *args]
 
 
+def split_judge_arguments(args: list[str]) -> tuple[list[str], list[str]]:
+    """(the judge flags with their values, every other argument), each in its order.
+    ``--judge SPEC`` and ``--judge=SPEC`` forms both; lm-eval has no flag of these names."""
+    flags = {"--judge", *(flag_of(name) for name in option_fields())}
+    judge_args: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg.partition("=")[0] not in flags:
+            rest.append(arg)
+            index += 1
+        elif "=" in arg:
+            judge_args.append(arg)
+            index += 1
+        else:
+            judge_args += args[index : index + 2]
+            index += 2
+    return judge_args, rest
+
+
+def judge_environment(judge_args: list[str]) -> dict[str, str]:
+    """The environment that hands the judge flags of ``run`` to the harness. A bad spec or
+    value stops here (exit status 2), before lm-eval loads a model."""
+    from lm_eval_fin.judge import JudgeSpecError, parse_spec
+
+    parser = argparse.ArgumentParser(
+        prog="lm-eval-fin run", usage="lm-eval-fin run [--judge SPEC] [--judge-<option> VALUE ...] <lm_eval arguments>",
+        add_help=False,
+    )
+    add_judge_arguments(parser)
+    args = parser.parse_args(judge_args)
+    environment = {}
+    if any(arg.partition("=")[0] == "--judge" for arg in judge_args):
+        try:
+            environment[JUDGE_ENV] = str(parse_spec(args.judge))
+        except JudgeSpecError as exc:
+            parser.error(str(exc))
+    given = given_options(args)
+    if given:
+        try:
+            options = {**options_from_env(), **given}
+        except ValueError as exc:
+            parser.error(str(exc))
+        environment[JUDGE_OPTIONS_ENV] = json.dumps(options, sort_keys=True)
+    return environment
+
+
 def run_harness(args: list[str]) -> int:
+    judge_args, args = split_judge_arguments(args)
+    environment = judge_environment(judge_args) if judge_args else {}
     from lm_eval.__main__ import cli_evaluate
 
-    saved = sys.argv
+    saved = sys.argv, {name: os.environ.get(name) for name in environment}
     sys.argv = harness_argv(args)
+    os.environ.update(environment)
     try:
         cli_evaluate()
     finally:
-        sys.argv = saved
+        sys.argv = saved[0]
+        for name, value in saved[1].items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return 0
 
 
@@ -76,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("model-path", help="print the embedded default model's folder (converting it once)")
     sub.add_parser(
         "run",
-        help="lm_eval run with the lm-eval-fin tasks included; every argument goes to lm_eval",
+        help="lm_eval run with the lm-eval-fin tasks included; --judge and --judge-* set the judge "
+        "of the judge metrics, every other argument goes to lm_eval",
         add_help=False,
     )
     demo = sub.add_parser("demo", help="run fin_agentbench on the shipped demo sample with the embedded model")
@@ -92,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # `run` forwards everything verbatim, so it bypasses our parser entirely.
+    # `run` forwards everything but the judge flags verbatim, so it bypasses our parser.
     if argv and argv[0] == "run":
         return run_harness(argv[1:])
     args = build_parser().parse_args(argv)

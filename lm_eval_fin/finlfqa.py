@@ -20,6 +20,7 @@ import hashlib
 import json
 import logging
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,9 +269,9 @@ def _warn_if_out_of_range(reference, context, knowledge, index_base, position) -
                 return
 
 
-def read_records(data_path: str | Path) -> list[dict]:
+def read_records(data_path: str | Path, split: str | None = None) -> list[dict]:
     """Records of a local copy in the hub schema: JSON (a list, or an object with one list
-    per split; the ``validation`` list is used), JSON Lines, or parquet."""
+    per split, of which ``split``'s is read), JSON Lines, or parquet (one split per file)."""
     path = Path(data_path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"FinLFQA data_path {str(path)!r} is not a file (JSON, JSONL or parquet)")
@@ -283,7 +284,16 @@ def read_records(data_path: str | Path) -> list[dict]:
         return [json.loads(line) for line in text.splitlines() if line.strip()]
     data = json.loads(text)
     if isinstance(data, dict):
-        for key in ("validation", "data", "examples", "test"):
+        splits = [key for key in SPLITS if isinstance(data.get(key), list)]
+        if splits:
+            wanted = split or "validation"
+            if wanted not in splits:
+                raise SchemaError(
+                    f"{path}: holds the split(s) {splits} but not {wanted!r}; give a file with a "
+                    f"{wanted!r} list (or one list of records) as data_path"
+                )
+            return data[wanted]
+        for key in ("data", "examples"):
             if isinstance(data.get(key), list):
                 return data[key]
         raise SchemaError(f"{path}: a JSON object without a list of records (keys: {sorted(data)})")
@@ -304,6 +314,35 @@ def load_hub_records(split: str) -> Iterable[dict]:
         ) from exc
 
 
+def scoring_settings(metadata: dict[str, Any]) -> dict[str, Any]:
+    """The scoring settings of a run (they travel in every document to the aggregation),
+    checked at dataset load so that a bad judge setting stops the run before generation,
+    not after it: the judge spec (``judge`` in the metadata, else ``$LM_EVAL_FIN_JUDGE``),
+    the judge options (``judge_<option>`` keys or a ``judge_options`` object, and
+    ``$LM_EVAL_FIN_JUDGE_OPTIONS``) and the BERTScore model. Raises ValueError (a
+    :class:`~lm_eval_fin.judge.JudgeSpecError` for a bad spec)."""
+    from lm_eval_fin.judge import JudgeSpecError, parse_spec
+    from lm_eval_fin.judge.options import JUDGE_ENV, options_from_env, options_from_metadata
+
+    spec = metadata.get("judge") or None
+    if spec:
+        parse_spec(str(spec))
+    elif os.environ.get(JUDGE_ENV, "").strip():
+        try:
+            parse_spec(os.environ[JUDGE_ENV])
+        except JudgeSpecError as exc:
+            raise JudgeSpecError(f"${JUDGE_ENV}: {exc}") from exc
+    options = options_from_metadata(metadata, "fin_lfqa")
+    options_from_env()  # read again at aggregation; checked here
+    max_tokens = options.get("max_tokens")
+    return {
+        "bertscore_model": metadata.get("bertscore_model") or DEFAULT_BERTSCORE_MODEL,
+        "judge": spec,
+        "judge_max_tokens": max_tokens,
+        "judge_options": options,
+    }
+
+
 def load_documents(
     split: str = "validation",
     data_path: str | None = None,
@@ -316,7 +355,7 @@ def load_documents(
         raise ValueError(f"FinLFQA split must be one of {SPLITS}, got {split!r}")
     if int(index_base) not in (0, 1):
         raise ValueError(f"index_base must be 0 or 1, got {index_base!r}")
-    records = read_records(data_path) if data_path else load_hub_records(split)
+    records = read_records(data_path, split) if data_path else load_hub_records(split)
     scoring_json = json.dumps(scoring or {}, sort_keys=True)
     documents = []
     for position, record in enumerate(records):
@@ -380,7 +419,7 @@ PER_DOCUMENT_METRICS = (
 CORPUS_METRICS = (
     "code_exec_rate", "bertscore_f1",
     "judge_score", "judge_accuracy", "judge_numerical", "judge_entailment",
-    "judge_parse_failure", "judge_skipped",
+    "judge_parse_failure", "judge_failure", "judge_skipped",
 )
 
 
@@ -495,7 +534,8 @@ def code_exec_rate(items: Sequence[CorpusItem]) -> float:
     """Share of all snippets of the run that define a function which, called with no
     arguments in the sandbox, returns a value other than None in time (micro average).
     0.0 when the run produced no snippet (the sandbox's convention: no code, no credit;
-    ``code_per_answer`` shows the count beside it)."""
+    ``code_per_answer`` shows the count beside it). NaN, with a warning, when the sandbox
+    cannot be set up here (:class:`lm_eval_fin.sandbox.SandboxError`)."""
     return _memoised("code", items, _code_exec_rate)
 
 
@@ -503,7 +543,14 @@ def _code_exec_rate(items: Sequence[CorpusItem]) -> float:
     from lm_eval_fin import sandbox
 
     snippets = [snippet for item in items for snippet in item.code]
-    results = sandbox.run_codes(snippets, timeout=CODE_TIMEOUT_S) if snippets else []
+    try:
+        results = sandbox.run_codes(snippets, timeout=CODE_TIMEOUT_S) if snippets else []
+    except sandbox.SandboxError as exc:  # after generation: report, never discard the run
+        logger.warning(
+            "FinLFQA: the code sandbox cannot be set up, so code_exec_rate is NaN (%d snippets not "
+            "run): %s", len(snippets), exc,
+        )
+        return math.nan
     rate = sandbox.code_exec_rate(results)
     logger.info("FinLFQA code execution: %d of %d snippets ran", sum(r.ok for r in results), len(results))
     return rate
@@ -624,40 +671,81 @@ def judge_requests(items: Sequence[CorpusItem]) -> list:
     ]
 
 
-def judge_items(items: Sequence[CorpusItem], judge) -> list[JudgeVerdict | None]:
-    """One batched judge pass over all documents (re-asking only unparsable replies)."""
-    from lm_eval_fin.judge import complete_parsed
+def judge_items(items: Sequence[CorpusItem], judge) -> list:
+    """One batched judge pass over all documents (re-asking only unparsable replies): one
+    :class:`~lm_eval_fin.judge.ParsedAnswer` per document, its value a :class:`JudgeVerdict`."""
+    from lm_eval_fin.judge import complete_parsed_answers
 
-    return complete_parsed(judge, judge_requests(items), parse_verdict, desc="FinLFQA judge")
+    return complete_parsed_answers(judge, judge_requests(items), parse_verdict, desc="FinLFQA judge")
 
 
-def summarise_verdicts(verdicts: Sequence[JudgeVerdict | None]) -> dict[str, float]:
-    """Means over the documents the judge scored; the parse-failure rate over all."""
+def summarise_verdicts(
+    verdicts: Sequence[JudgeVerdict | None], errors: Sequence[str | None] | None = None
+) -> dict[str, float]:
+    """Means over the documents the judge scored. Over all documents: ``judge_failure``, the
+    share whose judge request failed for good (``errors``, one per document, None where the
+    judge answered), and ``judge_parse_failure``, the share it answered unreadably."""
+    errors = list(errors) if errors is not None else [None] * len(verdicts)
     scored = [v for v in verdicts if v is not None]
+    failed = sum(error is not None for error in errors)
 
     def mean(values: list[float]) -> float:
         return sum(values) / len(values) if values else math.nan
+
+    def rate(count: int) -> float:
+        return count / len(verdicts) if verdicts else math.nan
 
     return {
         "judge_score": mean([v.total for v in scored]),
         "judge_accuracy": mean([v.accuracy for v in scored]),
         "judge_numerical": mean([v.numerical_correctness for v in scored]),
         "judge_entailment": mean([v.evidence_entailment for v in scored]),
-        "judge_parse_failure": (len(verdicts) - len(scored)) / len(verdicts) if verdicts else math.nan,
+        "judge_parse_failure": rate(sum(v is None and e is None for v, e in zip(verdicts, errors))),
+        "judge_failure": rate(failed),
         "judge_skipped": 0.0,
     }
 
 
+def summarise_answers(answers: Sequence) -> dict[str, float]:
+    """:func:`summarise_verdicts` of the :class:`~lm_eval_fin.judge.ParsedAnswer` s of :func:`judge_items`."""
+    return summarise_verdicts([a.value for a in answers], [a.error for a in answers])
+
+
 SKIPPED_JUDGE = {
     "judge_score": math.nan, "judge_accuracy": math.nan, "judge_numerical": math.nan,
-    "judge_entailment": math.nan, "judge_parse_failure": math.nan, "judge_skipped": 1.0,
+    "judge_entailment": math.nan, "judge_parse_failure": math.nan, "judge_failure": math.nan,
+    "judge_skipped": 1.0,
+}
+
+# lm-eval's higher_is_better of the metrics :func:`rescore` reports (the task's metric_list
+# says the same); `lm-eval-fin score` looks it up beside ``rescore``
+HIGHER_IS_BETTER = {
+    "judge_score": True, "judge_accuracy": True, "judge_numerical": True, "judge_entailment": True,
+    "judge_parse_failure": False, "judge_failure": False, "judge_skipped": False,
 }
 
 
-def _judge_metrics(items: Sequence[CorpusItem]) -> dict[str, float]:
-    from lm_eval_fin.judge import load_judge
+def _judge_failed(items: Sequence[CorpusItem], error: str) -> dict[str, float]:
+    return summarise_verdicts([None] * len(items), [error] * len(items))
 
-    judge = load_judge(_scoring(items).get("judge") or None)  # spec checked at dataset load
+
+def _judge_metrics(items: Sequence[CorpusItem]) -> dict[str, float]:
+    """The judge metrics of a run, at aggregation time: after generation, so nothing here
+    raises. No judge configured: NaN and ``judge_skipped`` 1. A judge that cannot be set up
+    or whose backend raises: NaN and ``judge_failure`` 1. Each with a warning."""
+    from lm_eval_fin.judge import load_judge
+    from lm_eval_fin.judge.options import resolve_options
+
+    settings = _scoring(items)
+    try:
+        # spec and options were checked at dataset load; the environment may have changed since
+        judge = load_judge(settings.get("judge") or None, resolve_options(settings.get("judge_options")))
+    except Exception as exc:  # noqa: BLE001 - a setup problem must not discard the generations
+        logger.warning(
+            "FinLFQA: the judge cannot be set up (%s); the judge metrics are NaN and judge_failure "
+            "is 1. Re-score the logged samples with `lm-eval-fin score <output dir> --judge <spec>`.", exc,
+        )
+        return _judge_failed(items, f"judge setup: {exc}")
     if judge is None:
         logger.warning(
             "FinLFQA: no judge configured ($LM_EVAL_FIN_JUDGE or --metadata '{\"judge\": ...}'); "
@@ -666,15 +754,22 @@ def _judge_metrics(items: Sequence[CorpusItem]) -> dict[str, float]:
         )
         return dict(SKIPPED_JUDGE)
     try:
-        verdicts = judge_items(items, judge)
-    except Exception:  # a backend that fails for good must not discard the generations
+        answers = judge_items(items, judge)
+    except Exception as exc:  # a backend that fails for good must not discard the generations
         logger.exception(
-            "FinLFQA: judge %s failed; the judge metrics are NaN and judge_skipped is 1. Re-score "
+            "FinLFQA: judge %s failed; the judge metrics are NaN and judge_failure is 1. Re-score "
             "the logged samples with `lm-eval-fin score`.", judge.spec,
         )
-        return dict(SKIPPED_JUDGE)
-    metrics = summarise_verdicts(verdicts)
+        return _judge_failed(items, f"{type(exc).__name__}: {exc}")
+    metrics = summarise_answers(answers)
     logger.info("FinLFQA judge %s: %s", judge.spec, judge.last_batch.summary())
+    failed = sum(answer.failed for answer in answers)
+    if failed:
+        logger.warning(
+            "FinLFQA: %d of %d judge requests failed for good (judge_failure %.3f; first error: %s); "
+            "re-score the logged samples with `lm-eval-fin score`, which resumes from the judge cache.",
+            failed, len(answers), metrics["judge_failure"], next(a.error for a in answers if a.failed),
+        )
     return metrics
 
 
@@ -705,8 +800,10 @@ def _response(sample: dict) -> str:
 
 def rescore(samples: Sequence[dict], judge) -> tuple[dict[str, float], list[dict]]:
     """Judge metrics for samples logged by ``lm_eval --log_samples`` on fin_lfqa (for
-    instance after ``--predict_only``), in one batched pass; and per-sample details
-    (doc_id, the three scores, the total, or ``parse_failure``)."""
+    instance after ``--predict_only``), in one batched pass; and per-sample details: doc_id,
+    ``judge_failure`` and ``judge_error`` (the request failed for good), ``parse_failure``
+    (the reply was unreadable), ``judge_reply`` (the judge's last raw reply) and, when
+    scored, the three scores and their total."""
     items = []
     for sample in samples:
         doc = sample.get("doc")
@@ -715,11 +812,17 @@ def rescore(samples: Sequence[dict], judge) -> tuple[dict[str, float], list[dict
                 f"sample {sample.get('doc_id')!r} has no FinLFQA document; was it logged by fin_lfqa?"
             )
         items.append(corpus_item(doc, _response(sample)))
-    verdicts = judge_items(items, judge)
+    answers = judge_items(items, judge)
     details = []
-    for sample, verdict in zip(samples, verdicts):
-        detail: dict[str, Any] = {"doc_id": sample.get("doc_id"), "parse_failure": verdict is None}
-        if verdict is not None:
-            detail.update(dataclasses.asdict(verdict), judge_score=verdict.total)
+    for sample, answer in zip(samples, answers):
+        detail: dict[str, Any] = {
+            "doc_id": sample.get("doc_id"),
+            "judge_failure": answer.failed,
+            "parse_failure": answer.unparsed,
+            "judge_error": answer.error,
+            "judge_reply": answer.text,
+        }
+        if answer.value is not None:
+            detail.update(dataclasses.asdict(answer.value), judge_score=answer.value.total)
         details.append(detail)
-    return summarise_verdicts(verdicts), details
+    return summarise_answers(answers), details

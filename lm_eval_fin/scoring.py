@@ -17,16 +17,24 @@ What it does:
    its judge work in one batch. Tasks with no judge metrics are skipped in a folder and an
    error when named explicitly.
 3. Writes, next to the samples, ``judged_results_<date>.json`` in lm-eval's results format
-   (``results: {task: {"metric,filter": value}}``; where lm-eval's own
+   (``results: {task: {"metric,filter": value, "metric_stderr,filter": "N/A"}}``,
+   ``higher_is_better``, ``n-shot``, ``n-samples``, ``versions``; where lm-eval's own
    ``results_<date>.json`` of the same run is there, it is copied and the judge metrics are
    added to it, so configs, versions and the model's config are kept) with a ``judge``
    section (spec, options, batch stats per task), plus ``judged_samples_<task>_<date>.jsonl``
-   with one line of details per sample. The names do not match lm-eval's
+   with one line of details per sample (the family's scores, the judge's raw reply and the
+   error of a request that failed). The names do not match lm-eval's
    ``results_*``/``samples_*`` patterns, so lm-eval's tools and a second ``score`` run never
    take them for lm-eval's own files.
 
 Judge answers are cached (see :mod:`lm_eval_fin.judge.cache`): running ``score`` again
-makes no model calls, and a run that was killed resumes where it stopped.
+makes no model calls, and a run that was killed resumes where it stopped. When any judge
+request failed for good (a server that could not be reached, say), the results are still
+written, with those samples counted as judge failures, and ``score`` exits with status 1 and
+a message saying how many failed; running it again sends only those.
+
+``higher_is_better`` of a family's metrics comes from ``HIGHER_IS_BETTER`` (metric -> bool)
+in the module of its ``rescore``, else from the task's ``metric_list`` in lm-eval's results.
 """
 
 from __future__ import annotations
@@ -63,6 +71,10 @@ SAMPLES_FILE = re.compile(
 
 class ScoreError(Exception):
     """A problem with the user's input; reported as one line, exit status 2."""
+
+
+# exit status when every input was fine but some judge requests failed for good
+JUDGE_FAILED_STATUS = 1
 
 
 @dataclass(frozen=True)
@@ -123,6 +135,19 @@ def load_rescorer(family: str) -> Callable[[list[dict], Any], tuple[dict[str, fl
         raise ScoreError(f"the judge metrics of {family} ({RESCORERS[family]}) cannot be loaded: {exc}") from exc
 
 
+def higher_is_better_of(family: str, task: str, original: dict | None) -> dict[str, bool]:
+    """``higher_is_better`` of the family's metrics: its module's ``HIGHER_IS_BETTER``, else the
+    task's ``metric_list`` in lm-eval's own results of the run."""
+    known: dict[str, bool] = {}
+    config = ((original or {}).get("configs") or {}).get(task) or {}
+    for entry in config.get("metric_list") or []:
+        if isinstance(entry, dict) and "metric" in entry and "higher_is_better" in entry:
+            known[str(entry["metric"])] = bool(entry["higher_is_better"])
+    module = importlib.import_module(RESCORERS[family].partition(":")[0])
+    known.update(getattr(module, "HIGHER_IS_BETTER", {}))
+    return known
+
+
 def read_samples(path: Path) -> list[dict]:
     samples = []
     for where, sample in read_jsonl(path, ScoreError):
@@ -150,8 +175,15 @@ def _stats_delta(after, before) -> dict[str, Any]:
 
 
 def metric_entries(metrics: dict[str, Any], filter_name: str) -> dict[str, Any]:
-    """lm-eval's ``"metric,filter"`` keys (a key that already has a filter is kept)."""
-    return {name if "," in name else f"{name},{filter_name}": value for name, value in metrics.items()}
+    """lm-eval's ``"metric,filter"`` keys (a key that already has a filter is kept), each with
+    its ``"metric_stderr,filter"``: ``"N/A"``, as lm-eval writes for a metric without a
+    bootstrap (corpus-level judge metrics have none)."""
+    entries: dict[str, Any] = {}
+    for name, value in metrics.items():
+        metric, _, filter_of = name.partition(",")
+        entries[f"{metric},{filter_of or filter_name}"] = value
+        entries[f"{metric}_stderr,{filter_of or filter_name}"] = "N/A"
+    return entries
 
 
 def results_document(
@@ -159,15 +191,22 @@ def results_document(
     task_metrics: dict[str, dict[str, Any]],
     sample_counts: dict[str, int],
     judge_section: dict[str, Any],
+    higher_is_better: dict[str, dict[str, bool]] | None = None,
 ) -> dict:
     """lm-eval's results JSON with the judge metrics added to each task's entry."""
     document = copy.deepcopy(original) if original else {}
-    document.setdefault("results", {})
-    document.setdefault("versions", {})
-    document.setdefault("n-samples", {})
+    for key in ("results", "versions", "n-shot", "higher_is_better", "n-samples"):
+        document.setdefault(key, {})
     for task, entries in task_metrics.items():
         document["results"].setdefault(task, {"alias": task}).update(entries)
         document["versions"].setdefault(task, "N/A")
+        # the judge tasks are zero-shot; lm-eval's own value, when there, is kept
+        document["n-shot"].setdefault(task, 0)
+        names = {key.partition(",")[0] for key in entries if not key.partition(",")[0].endswith("_stderr")}
+        known = (higher_is_better or {}).get(task, {})
+        document["higher_is_better"].setdefault(task, {}).update(
+            {name: known[name] for name in sorted(names) if name in known}
+        )
         document["n-samples"].setdefault(task, {"original": sample_counts[task], "effective": sample_counts[task]})
     document["judge"] = judge_section
     document["date"] = time.time()
@@ -210,7 +249,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from lm_eval_fin.judge import JudgeSpecError, load_judge
+    from lm_eval_fin.judge import load_judge
     from lm_eval_fin.judge.options import JUDGE_ENV, options_from_args
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
@@ -223,10 +262,10 @@ def _score(args: argparse.Namespace) -> int:
         found = ", ".join(sorted({f.task for f in files}))
         raise ScoreError(f"none of the tasks found ({found}) has judge metrics; tasks with judge metrics: {known}")
 
-    options = options_from_args(args)
     try:
+        options = options_from_args(args)
         judge = load_judge(args.judge, options)
-    except JudgeSpecError as exc:
+    except ValueError as exc:  # a JudgeSpecError, or a bad $LM_EVAL_FIN_JUDGE_OPTIONS
         raise ScoreError(str(exc)) from exc
     if judge is None:
         raise ScoreError(f"no judge configured: pass --judge <spec> or set ${JUDGE_ENV}")
@@ -243,6 +282,16 @@ def _score(args: argparse.Namespace) -> int:
             print(f"judge results: {out_path}")
     finally:
         judge.close()
+    if judge.stats.failures:
+        print(
+            f"lm-eval-fin score: error: {judge.stats.failures} of {judge.stats.requests} judge "
+            "requests failed for good "
+            f"(first error: {getattr(judge, 'last_error', None) or 'unknown'}); the results written "
+            "count those samples under judge_failure. Run the same command again once the judge is "
+            "reachable: it resumes from the judge cache and sends only the failed requests.",
+            file=sys.stderr,
+        )
+        return JUDGE_FAILED_STATUS
     return 0
 
 
@@ -250,10 +299,11 @@ def score_run(folder: Path, date: str, run_files: list[SamplesFile], judge, opti
     """Re-score the samples files of one lm-eval run and write its judged results."""
     original_path = folder / f"results_{date}.json"
     original = json.loads(original_path.read_text(encoding="utf-8")) if date and original_path.is_file() else None
-    task_metrics, sample_counts, task_stats, detail_files = {}, {}, {}, {}
+    task_metrics, sample_counts, task_stats, detail_files, higher_is_better = {}, {}, {}, {}, {}
     for f in run_files:
         samples = read_samples(f.path)
         rescore = load_rescorer(family_of(f.task))
+        higher_is_better[f.task] = higher_is_better_of(family_of(f.task), f.task, original)
         before = copy.deepcopy(judge.stats)
         try:
             metrics, details = rescore(samples, judge)
@@ -274,7 +324,7 @@ def score_run(folder: Path, date: str, run_files: list[SamplesFile], judge, opti
         "details_files": detail_files,
         "lm_eval_results": original_path.name if original else None,
     }
-    document = results_document(original, task_metrics, sample_counts, judge_section)
+    document = results_document(original, task_metrics, sample_counts, judge_section, higher_is_better)
     out_path = folder / (f"judged_results_{date}.json" if date else f"judged_results_{run_files[0].path.stem}.json")
     out_path.write_text(json.dumps(document, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
     _print_table(document)

@@ -14,6 +14,7 @@ Faults are asked for inside the last user message, so one batch can mix them:
     [[flaky:N]]      answer 500 the first N times this message arrives, then normally
     [[sleep:S]]      wait S seconds before answering (past a client's timeout)
     [[malformed]]    answer 200 with a body that is not JSON
+    [[notext]]       answer 200 with a chat completion whose message has no content
     [[reply:TEXT]]   answer TEXT (echo mode; ``--reply TEXT`` answers it to every request)
 
 ``--die-after K`` ends the process (``os._exit``, no clean shutdown) when request K+1
@@ -34,7 +35,7 @@ from collections import Counter, deque
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-_FAULT = re.compile(r"\[\[(status|flaky|sleep|malformed|reply)(?::(.*?))?\]\]", re.S)
+_FAULT = re.compile(r"\[\[(status|flaky|sleep|malformed|notext|reply)(?::(.*?))?\]\]", re.S)
 
 
 class _State:
@@ -120,11 +121,14 @@ def _handler(state: _State):
             if "malformed" in faults:
                 self._send(200, b'{"id": "x", "choices": [ {"message": ')
                 return
-            if state.generate is not None:
+            if "notext" in faults:
+                text, prompt_tokens, completion_tokens = None, 1, 0
+            elif state.generate is not None:
                 text, prompt_tokens, completion_tokens = state.generate(messages, int(body.get("max_tokens") or 64))
             else:
                 text = faults.get("reply", state.reply if state.reply is not None else f"echo: {last}")
-                prompt_tokens, completion_tokens = sum(len(str(m.get("content", "")).split()) for m in messages), len(text.split())
+                prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
+                completion_tokens = len(text.split())
             reply = {
                 "id": f"chatcmpl-{state.calls}",
                 "object": "chat.completion",

@@ -1,5 +1,6 @@
 """The console script, task discovery through lm-eval's own CLI, and what the wheel ships."""
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -35,6 +36,34 @@ def test_run_forwards_to_the_harness_with_our_include_path():
     assert argv == ["lm-eval", "run", "--include_path", str(paths.tasks_dir()), "--tasks", "fin_agentbench_doc", "--limit", "1"]
     with pytest.raises(SystemExit, match="sets --include_path itself"):
         cli.harness_argv(["--include_path", "/elsewhere"])
+
+
+def test_run_takes_the_judge_flags_out_for_the_harness(monkeypatch):
+    monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", json.dumps({"seed": 7, "max_retries": 9}))
+    judge_args, rest = cli.split_judge_arguments(
+        ["--model", "hf", "--judge", "openai:http://127.0.0.1:8000/v1/#m", "--tasks", "fin_lfqa",
+         "--judge-max-retries=1", "--judge-timeout", "30", "--log_samples"]
+    )
+    assert rest == ["--model", "hf", "--tasks", "fin_lfqa", "--log_samples"]
+    assert judge_args == ["--judge", "openai:http://127.0.0.1:8000/v1/#m", "--judge-max-retries=1", "--judge-timeout", "30"]
+    environment = cli.judge_environment(judge_args)
+    assert environment["LM_EVAL_FIN_JUDGE"] == "openai:http://127.0.0.1:8000/v1#m"
+    # the flags given, over what the environment already had
+    assert json.loads(environment["LM_EVAL_FIN_JUDGE_OPTIONS"]) == {"seed": 7, "max_retries": 1, "timeout_s": 30.0}
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--judge", "gpt4"], "lm-eval-fin run: error: bad judge spec 'gpt4'"),
+        (["--judge-max-retries", "two"], "argument --judge-max-retries: invalid int value: 'two'"),
+    ],
+)
+def test_run_rejects_a_bad_judge_before_the_harness(tmp_path, argv, message):
+    out = subprocess.run([BIN / "lm-eval-fin", "run", "--tasks", "fin_lfqa", *argv],
+                         capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 2 and message in out.stderr
+    assert "Traceback" not in out.stderr
 
 
 def test_run_reaches_the_harness_parser(tmp_path):

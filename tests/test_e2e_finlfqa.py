@@ -13,6 +13,7 @@ from lm_eval_fin import finlfqa
 from lm_eval_fin.judge import load_judge
 from lm_eval_fin.textsim import offline_bertscore_model
 from tests.finlfqa_fixtures import write_hub_fixture
+from tests.openai_server import ServerProcess
 
 BIN = Path(sys.executable).parent
 METRICS = finlfqa.PER_DOCUMENT_METRICS + finlfqa.CORPUS_METRICS
@@ -66,3 +67,31 @@ def test_lm_eval_runs_fin_lfqa_on_a_hub_schema_fixture(tmp_path, embedded_model_
     assert len(details) == 2
     for name in ("judge_score", "judge_parse_failure"):
         assert metrics[name] == results[f"{name},none"] or (math.isnan(metrics[name]) and math.isnan(results[f"{name},none"]))
+
+
+def test_run_hands_its_judge_flags_to_the_harness(tmp_path, judge_cache):
+    """`lm-eval-fin run --judge SPEC --judge-seed 5`: lm-eval's own CLI (its dummy model, which
+    answers "lol") scores fin_lfqa with the judge and the options named on our command line."""
+    data = write_hub_fixture(tmp_path / "finlfqa.jsonl")
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LM_EVAL_FIN_JUDGE")}
+    env["OMP_NUM_THREADS"] = "1"
+    verdict = json.dumps({"accuracy": 2, "numerical_correctness": 1, "evidence_entailment": 1})
+    with ServerProcess(reply=verdict) as server:
+        run = subprocess.run(
+            [
+                BIN / "lm-eval-fin", "run", "--model", "dummy", "--tasks", "fin_lfqa",
+                "--judge", f"openai:{server.base_url}#judge-model", "--judge-seed", "5",
+                "--confirm_run_unsafe_code",
+                # no BERTScore model (NaN with a warning): this test is about the judge
+                "--metadata", json.dumps({"data_path": str(data), "bertscore_model": str(tmp_path / "no-model")}),
+                "--output_path", str(tmp_path / "out"),
+            ],
+            capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600,
+        )
+        assert run.returncode == 0, run.stderr[-4000:]
+        stats = server.stats()
+    assert stats["calls"] == 2
+    assert {(body["model"], body["seed"]) for body in stats["bodies"]} == {("judge-model", 5)}
+    results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"]["fin_lfqa"]
+    assert results["judge_score,none"] == 4.0
+    assert (results["judge_failure,none"], results["judge_skipped,none"]) == (0.0, 0.0)

@@ -2,6 +2,7 @@
 the judge's parsing, aggregation and re-scoring (a deterministic judge object here; the real
 embedded judge runs in test_e2e_finlfqa.py)."""
 
+import importlib.util
 import json
 import logging
 import math
@@ -11,10 +12,21 @@ import pyarrow
 import pyarrow.parquet
 import pytest
 
-from lm_eval_fin import finlfqa
-from lm_eval_fin.judge import JudgeResponse
+from lm_eval_fin import finlfqa, paths, sandbox
+from lm_eval_fin.judge import JudgeResponse, JudgeSpecError
 from lm_eval_fin.textsim import offline_bertscore_model
 from tests.finlfqa_fixtures import CLAUSES, hub_record, hub_records, write_hub_fixture
+from tests.openai_server import ServerProcess
+
+
+def _utils():
+    spec = importlib.util.spec_from_file_location("finlfqa_utils", paths.tasks_dir() / "finlfqa" / "utils.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+UTILS = _utils()
 
 
 def document(**overrides):
@@ -100,6 +112,21 @@ def test_local_copies_in_every_format(tmp_path, suffix):
     assert json.loads(docs[0]["scoring"]) == {"judge": None}
 
 
+def test_a_json_keyed_by_split_feeds_each_task_its_own_split(tmp_path):
+    path = tmp_path / "splits.json"
+    test_record = hub_record(id="test-1", clauses="")
+    path.write_text(json.dumps({"validation": hub_records(), "test": [test_record]}))
+    assert [d["id"] for d in finlfqa.load_documents("validation", str(path))] == ["cwt-awk-1", "cwt-awk-2"]
+    test_docs = finlfqa.load_documents("test", str(path))
+    assert [d["id"] for d in test_docs] == ["test-1"] and not test_docs[0]["has_reference"]
+    # the task's own loader passes its split through
+    assert UTILS.load_test(data_path=str(path))["test"]["id"] == ["test-1"]
+    only_validation = tmp_path / "validation-only.json"
+    only_validation.write_text(json.dumps({"validation": hub_records()}))
+    with pytest.raises(finlfqa.SchemaError, match="holds the split\\(s\\) \\['validation'\\] but not 'test'"):
+        finlfqa.load_documents("test", str(only_validation))
+
+
 def test_bad_split_and_missing_file():
     with pytest.raises(ValueError, match="split must be one of"):
         finlfqa.load_documents("train", "x.jsonl")
@@ -181,6 +208,19 @@ def test_code_execution_rate_runs_the_snippets_in_the_sandbox():
     assert finlfqa.code_exec_rate(no_code) == 0.0
 
 
+def test_a_sandbox_that_cannot_start_gives_nan_not_a_crash(tmp_path, monkeypatch, caplog):
+    """After generation, an isolation failure (here a child that cannot set up) is reported,
+    never raised: lm-eval would lose the run."""
+    broken_child = tmp_path / "broken_child.py"
+    broken_child.write_text("import sys\nsys.exit('cannot set up: no /proc here')\n")
+    monkeypatch.setattr(sandbox, "CHILD_SCRIPT", broken_child)
+    answer = "1. a\nEvidence: CWT [1]\nCode:\n```python\ndef isolated():\n    return 42\n```"
+    items = [finlfqa.score_document(document(), answer)["code_exec_rate"]]
+    with caplog.at_level(logging.WARNING, logger="lm_eval_fin.finlfqa"):
+        assert math.isnan(finlfqa.code_exec_rate(items))
+    assert "sandbox cannot be set up" in caplog.text and "no /proc here" in caplog.text
+
+
 def test_bertscore_aggregation_names_its_model(caplog):
     doc = document()
     items = [finlfqa.score_document(doc, finlfqa.render_answer(finlfqa.reference_clauses(doc)))["bertscore_f1"]]
@@ -198,6 +238,71 @@ def test_without_a_judge_the_judge_metrics_say_skipped(monkeypatch, caplog):
         assert finlfqa.judge_metric("judge_skipped")(items) == 1.0
         assert math.isnan(finlfqa.judge_metric("judge_score")(items))
     assert "no judge configured" in caplog.text
+
+
+def judged_document(scoring):
+    doc = finlfqa.to_document(hub_record())
+    doc["scoring"] = json.dumps(scoring)
+    return doc
+
+
+def test_a_bad_judge_setting_stops_the_load_before_generation(tmp_path, monkeypatch):
+    data = str(write_hub_fixture(tmp_path / "copy.jsonl"))
+    monkeypatch.delenv("LM_EVAL_FIN_JUDGE_OPTIONS", raising=False)
+    monkeypatch.setenv("LM_EVAL_FIN_JUDGE", "gpt4")
+    with pytest.raises(JudgeSpecError, match=r"\$LM_EVAL_FIN_JUDGE: bad judge spec 'gpt4'"):
+        UTILS.load_validation(data_path=data)
+    monkeypatch.delenv("LM_EVAL_FIN_JUDGE")
+    with pytest.raises(JudgeSpecError, match="bad judge spec 'gpt4'"):
+        UTILS.load_validation(data_path=data, judge="gpt4")
+    with pytest.raises(ValueError, match=r"fin_lfqa: unknown judge option\(s\) \['judge_retries'\]"):
+        UTILS.load_validation(data_path=data, judge="hf:x", judge_retries=2)
+    with pytest.raises(ValueError, match="max_retries: expected an integer"):
+        UTILS.load_validation(data_path=data, judge="hf:x", judge_options={"max_retries": "two"})
+    monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", "{not json")
+    with pytest.raises(ValueError, match="LM_EVAL_FIN_JUDGE_OPTIONS is not JSON"):
+        UTILS.load_validation(data_path=data)
+    monkeypatch.delenv("LM_EVAL_FIN_JUDGE_OPTIONS")
+    dataset = UTILS.load_validation(data_path=data, judge="hf:x", judge_max_retries="2", judge_options={"seed": 3})
+    assert json.loads(dataset["validation"][0]["scoring"])["judge_options"] == {"seed": 3, "max_retries": 2}
+
+
+@pytest.mark.parametrize(
+    "scoring, environment",
+    [
+        ({"judge": None}, "gpt4"),  # the environment changed after the load
+        ({"judge": "openai:http://127.0.0.1:9/v1#m", "judge_options": {"concurrency": 0}}, None),
+    ],
+)
+def test_judge_setup_problems_at_aggregation_are_reported_not_raised(monkeypatch, caplog, scoring, environment):
+    if environment:
+        monkeypatch.setenv("LM_EVAL_FIN_JUDGE", environment)
+    items = [finlfqa.score_document(judged_document(scoring), "1. setup\nEvidence: CWT [1]")["judge_score"]]
+    with caplog.at_level(logging.WARNING, logger="lm_eval_fin.finlfqa"):
+        assert finlfqa.judge_metric("judge_failure")(items) == 1.0
+        assert math.isnan(finlfqa.judge_metric("judge_score")(items))
+        assert finlfqa.judge_metric("judge_parse_failure")(items) == 0.0
+    assert "the judge cannot be set up" in caplog.text
+
+
+def test_metadata_judge_options_reach_the_judge_at_aggregation(judge_cache, monkeypatch, caplog):
+    """judge_max_retries and judge_backoff_s from --metadata: the failing request is sent once,
+    not 1 + 4 times; it counts as a judge failure, not a parse failure."""
+    monkeypatch.delenv("LM_EVAL_FIN_JUDGE_OPTIONS", raising=False)
+    verdict = json.dumps({"accuracy": 4, "numerical_correctness": 3, "evidence_entailment": 5})
+    with ServerProcess(reply=verdict) as server:
+        scoring = finlfqa.scoring_settings(
+            {"judge": f"openai:{server.base_url}#m", "judge_max_retries": 0, "judge_backoff_s": 0}
+        )
+        doc = judged_document(scoring)
+        items = [finlfqa.score_document(doc, answer)["judge_score"]
+                 for answer in ("1. fine\nEvidence: CWT [1]", "1. [[status:500]]\nEvidence: CWT [1]")]
+        with caplog.at_level(logging.WARNING, logger="lm_eval_fin.finlfqa"):
+            assert finlfqa.judge_metric("judge_score")(items) == 12.0
+        assert server.stats()["calls"] == 2
+    assert finlfqa.judge_metric("judge_failure")(items) == 0.5
+    assert finlfqa.judge_metric("judge_parse_failure")(items) == 0.0
+    assert "1 of 2 judge requests failed for good" in caplog.text and "HTTP 500" in caplog.text
 
 
 # ---------------------------------------------------------------------------------- judge
@@ -227,8 +332,12 @@ def test_summary_by_hand():
     summary = finlfqa.summarise_verdicts(verdicts)
     assert summary == {
         "judge_score": 9.0, "judge_accuracy": 4.0, "judge_numerical": 3.0, "judge_entailment": 2.0,
-        "judge_parse_failure": 0.5, "judge_skipped": 0.0,
+        "judge_parse_failure": 0.5, "judge_failure": 0.0, "judge_skipped": 0.0,
     }
+    # a request that failed for good is a judge failure, not a parse failure
+    failed = finlfqa.summarise_verdicts(verdicts, [None, None, None, "connection failed"])
+    assert (failed["judge_parse_failure"], failed["judge_failure"]) == (0.25, 0.25)
+    assert set(summary) == set(finlfqa.HIGHER_IS_BETTER)
 
 
 class ScriptedJudge:
@@ -247,7 +356,9 @@ class ScriptedJudge:
             prompt = request.messages[-1]["content"]
             candidate = prompt.split("=== Candidate answer ===")[1]
             assert request.json_schema == finlfqa.JUDGE_SCHEMA and "=== Reference answer ===" in prompt
-            if "garble" in candidate and request.attempt == 0:
+            if "unreachable" in candidate:
+                replies.append(JudgeResponse(text=None, error="connection failed (after 5 attempts)"))
+            elif "garble" in candidate and request.attempt == 0:
                 replies.append(JudgeResponse(text="I think it is fine."))
             elif "hopeless" in candidate:
                 replies.append(JudgeResponse(text="no scores"))
@@ -270,14 +381,21 @@ def test_rescore_logged_samples_in_one_batch():
         logged_sample(0, doc, "1. good\nEvidence: CWT [1]"),
         logged_sample(1, doc, "1. garble first\nEvidence: CWT [1]"),
         logged_sample(2, doc, "hopeless"),
+        logged_sample(3, doc, "unreachable"),
     ]
     judge = ScriptedJudge()
     metrics, details = finlfqa.rescore(samples, judge)
-    assert judge.batches == [3, 2, 1]  # one batch, then re-asks of the unparsable only
-    assert metrics["judge_score"] == 12.0 and metrics["judge_parse_failure"] == pytest.approx(1 / 3)
-    assert details[0] == {"doc_id": 0, "parse_failure": False, "accuracy": 4, "numerical_correctness": 5,
+    assert judge.batches == [4, 2, 1]  # one batch, then re-asks of the unparsable only
+    assert metrics["judge_score"] == 12.0
+    assert (metrics["judge_parse_failure"], metrics["judge_failure"]) == (0.25, 0.25)
+    verdict = '{"accuracy": 4, "numerical_correctness": 5, "evidence_entailment": 3}'
+    assert details[0] == {"doc_id": 0, "judge_failure": False, "parse_failure": False, "judge_error": None,
+                          "judge_reply": verdict, "accuracy": 4, "numerical_correctness": 5,
                           "evidence_entailment": 3, "judge_score": 12}
-    assert details[2] == {"doc_id": 2, "parse_failure": True}
+    assert details[2] == {"doc_id": 2, "judge_failure": False, "parse_failure": True, "judge_error": None,
+                          "judge_reply": "no scores"}
+    assert details[3] == {"doc_id": 3, "judge_failure": True, "parse_failure": False,
+                          "judge_error": "connection failed (after 5 attempts)", "judge_reply": None}
 
 
 def test_rescore_rejects_samples_of_another_task():

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 
@@ -21,7 +22,7 @@ from lm_eval_fin.judge import (
     parse_spec,
 )
 from lm_eval_fin.judge.cache import CachedAnswer, JudgeCache, cache_key, default_cache_path
-from lm_eval_fin.judge.core import RETRY_TEMPERATURE, resolve_request
+from lm_eval_fin.judge.core import RETRY_TEMPERATURE, CachedJudge, resolve_request
 from lm_eval_fin.judge.openai_backend import request_payload
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
@@ -298,3 +299,68 @@ def test_vllm_backend_enforces_constraints(embedded_model_dir, judge_cache):
     assert judge.last_batch.model_calls == 4 and judge.last_batch.completion_tokens > 0
     assert [r.text for r in judge.complete(requests)] == texts
     assert judge.last_batch.model_calls == 0
+
+
+class FakeVLLMEngine:
+    """Stands in for ``vllm.LLM`` where vLLM cannot run: the embedded model's real tokenizer,
+    ``llm_engine.model_config.max_model_len``, and a ``chat`` that, like vLLM's, raises for the
+    whole batch when one prompt is longer than the context (or holds "reject")."""
+
+    def __init__(self, tokenizer, max_model_len):
+        self.tokenizer = tokenizer
+        self.llm_engine = SimpleNamespace(model_config=SimpleNamespace(max_model_len=max_model_len))
+        self.batches = []
+
+    def get_tokenizer(self):
+        return self.tokenizer
+
+    def chat(self, conversations, sampling_params, use_tqdm=True):
+        assert len(sampling_params) == len(conversations) and not use_tqdm
+        self.batches.append(len(conversations))
+        limit = self.llm_engine.model_config.max_model_len
+        outputs = []
+        for messages in conversations:
+            text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+            length = len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+            if length > limit:
+                raise ValueError(f"The decoder prompt (length {length}) is longer than the maximum model length of {limit}.")
+            if "reject" in messages[-1]["content"]:
+                raise ValueError("the engine rejects this request")
+            outputs.append(SimpleNamespace(prompt_token_ids=[0] * length, outputs=[
+                SimpleNamespace(text=f"ok: {messages[-1]['content']}", token_ids=[1, 2])]))
+        return outputs
+
+
+@pytest.mark.skipif(HAS_VLLM, reason="vLLM is installed: test_vllm_backend_fails_too_long_prompts_alone runs instead")
+def test_vllm_backend_fails_too_long_and_rejected_prompts_alone(embedded_model_dir, judge_cache, monkeypatch):
+    from transformers import AutoTokenizer
+
+    from lm_eval_fin.judge.vllm_backend import VLLMBackend
+
+    backend = VLLMBackend(parse_spec("vllm:fake"), JudgeOptions(batch_size=4))
+    backend.llm = FakeVLLMEngine(AutoTokenizer.from_pretrained(embedded_model_dir), max_model_len=64)
+    monkeypatch.setattr(backend, "sampling_params", lambda request: request)  # no vLLM to build them
+    judge = CachedJudge(parse_spec("vllm:fake"), backend, JudgeOptions(batch_size=4))
+    long_text = "revenue " * 100
+    contents = ["a", long_text, "b", "reject me", long_text + "again", "c"]
+    responses = judge.complete([ask(c) for c in contents])
+    texts = [r.text for r in responses]
+    assert texts == ["ok: a", None, "ok: b", None, None, "ok: c"]
+    assert "max_model_len is 64" in responses[1].error and responses[1].prompt_tokens > 64
+    assert "not sent" in responses[4].error
+    assert responses[3].error == "vLLM: ValueError: the engine rejects this request"
+    # the too-long ones never reach the engine; the chunk with the rejected one is re-sent one by one
+    assert backend.llm.batches == [4, 1, 1, 1, 1]
+    assert (judge.last_batch.failures, judge.last_batch.model_calls) == (3, 6)
+    # the answers are cached: a re-run sends only the three that failed
+    judge.complete([ask(c) for c in contents])
+    assert judge.last_batch.cache_hits == 3 and backend.llm.batches[5:] == [1, 1]
+
+
+@pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not installed (it needs a CUDA GPU); run on a GPU machine")
+def test_vllm_backend_fails_too_long_prompts_alone(embedded_model_dir, judge_cache):
+    judge = load_judge(f"vllm:{embedded_model_dir}",
+                       JudgeOptions(max_tokens=8, max_model_len=128, gpu_memory_utilization=0.3))
+    responses = judge.complete([ask("Say hello."), ask("revenue " * 300), ask("Say bye.")])
+    assert responses[0].text is not None and responses[2].text is not None
+    assert responses[1].text is None and "max_model_len is 128" in responses[1].error

@@ -78,3 +78,19 @@ def test_hf_backend_generates_parses_and_caches(embedded_judge_spec, judge_cache
     assert complete_parsed(fresh, REQUESTS, parse_score, max_attempts=2) == scores
     assert fresh.stats.model_calls == 0
     assert fresh.backend.model is None
+
+
+def test_the_transformers_pin_has_the_dtype_keyword():
+    """The backend calls from_pretrained(dtype=...), which transformers has from 4.56 on
+    (torch_dtype= before): the declared requirement must not admit an older release."""
+    import configparser
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+
+    setup = configparser.ConfigParser()
+    setup.read(Path(__file__).resolve().parent.parent / "setup.cfg")
+    lines = [line.strip() for line in setup["options"]["install_requires"].splitlines()]
+    requirement = next(Requirement(line) for line in lines if line.startswith("transformers"))
+    assert "4.56.0" in requirement.specifier and "4.55.4" not in requirement.specifier
+    assert "dtype=dtype" in Path(__file__).resolve().parent.parent.joinpath("lm_eval_fin/judge/hf_backend.py").read_text()

@@ -179,6 +179,19 @@ def test_server_dying_half_way_keeps_what_finished(judge_cache):
     assert (judge.last_batch.cache_hits, judge.last_batch.model_calls) == (6, 34)
 
 
+def test_rejected_requests_do_not_stop_the_batch(echo_server, judge_cache):
+    """Requests the server rejects on their own merits (HTTP 400, a reply without text) are
+    no sign of a server gone away: the good requests after them are still sent."""
+    bad = [ask(f"[[status:400]] too long {i}") for i in range(5)] + [ask(f"[[notext]] {i}") for i in range(5)]
+    good = [ask(f"good {i}") for i in range(10)]
+    judge = load_judge(f"openai:{echo_server.base_url}#m", JudgeOptions(**{**FAST, "concurrency": 1}))
+    responses = judge.complete(bad + good)
+    assert [r.error.split(":")[0] for r in responses[:5]] == ["HTTP 400"] * 5
+    assert all(r.text is None and "no text" in r.error for r in responses[5:10])
+    assert [r.text for r in responses[10:]] == [f"echo: good {i}" for i in range(10)]
+    assert (judge.last_batch.failures, judge.last_batch.retries) == (10, 0)
+
+
 _JUDGE_RUN = textwrap.dedent(
     """
     import sys

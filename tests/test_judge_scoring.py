@@ -3,6 +3,7 @@ judge metrics, writing lm-eval-format results and details; clear errors for bad 
 Judges are real echo servers on 127.0.0.1 (tests/openai_server.py)."""
 
 import json
+import math
 import subprocess
 import sys
 
@@ -10,7 +11,7 @@ import pytest
 
 from lm_eval_fin import cli, finlfqa, scoring
 from tests.finlfqa_fixtures import hub_records
-from tests.openai_server import ServerProcess
+from tests.openai_server import ServerProcess, closed_port
 
 DATE = "2025-01-02T03-04-05.678901"
 
@@ -40,7 +41,9 @@ def run_folder(tmp_path):
     write_samples(folder, "fin_agentbench_chunk", [lm_eval_sample(0, {"q": 0}, "1, 2")])
     results = {
         "results": {"fin_toy": {"alias": "fin_toy", "bypass,none": 999, "bypass_stderr,none": "N/A"}},
-        "configs": {"fin_toy": {"task": "fin_toy"}}, "versions": {"fin_toy": 1.0},
+        "configs": {"fin_toy": {"task": "fin_toy", "metric_list": [
+            {"metric": "toy_score", "aggregation": "mean", "higher_is_better": True}]}},
+        "versions": {"fin_toy": 1.0}, "higher_is_better": {"fin_toy": {"bypass": True}},
         "n-shot": {"fin_toy": 0}, "config": {"model": "hf", "model_args": "pretrained=my/model"},
     }
     (folder / f"results_{DATE}.json").write_text(json.dumps(results), encoding="utf-8")
@@ -69,6 +72,10 @@ def test_score_folder_adds_judge_metrics_to_lm_eval_results(run_folder, toy_fami
         assert entry["bypass,none"] == 999 and entry["alias"] == "fin_toy"
         assert entry["toy_score,none"] == (len("abc") + len("a longer answer")) / 2
         assert entry["toy_parse_failures,none"] == 1.0
+        assert entry["toy_score_stderr,none"] == entry["toy_parse_failures_stderr,none"] == "N/A"
+        # higher_is_better from the task's metric_list where lm-eval's results give it
+        assert document["higher_is_better"]["fin_toy"] == {"bypass": True, "toy_score": True}
+        assert document["n-shot"]["fin_toy"] == 0
         assert document["config"]["model_args"] == "pretrained=my/model"
         assert "fin_agentbench_chunk" not in document["results"]  # no judge metrics: skipped
         stats = document["judge"]["stats"]["fin_toy"]
@@ -137,9 +144,47 @@ def test_cli_scores_fin_lfqa_samples(tmp_path, judge_cache):
         )
         assert done.returncode == 0, done.stderr
         assert server.stats()["calls"] == len(docs)
-    results = json.loads((tmp_path / f"judged_results_{DATE}.json").read_text())["results"]["fin_lfqa"]
+    document = json.loads((tmp_path / f"judged_results_{DATE}.json").read_text())
+    results = document["results"]["fin_lfqa"]
     assert results["judge_score,none"] == 12.0
     assert results["judge_accuracy,none"] == 4.0
-    assert results["judge_parse_failure,none"] == 0.0
-    details = (tmp_path / f"judged_samples_fin_lfqa_{DATE}.jsonl").read_text().splitlines()
+    assert results["judge_parse_failure,none"] == results["judge_failure,none"] == 0.0
+    # lm-eval's results format without lm-eval's own results file beside the samples
+    assert results["judge_score_stderr,none"] == "N/A" and document["n-shot"] == {"fin_lfqa": 0}
+    assert document["higher_is_better"]["fin_lfqa"] == finlfqa.HIGHER_IS_BETTER
+    assert document["n-samples"]["fin_lfqa"] == {"original": len(docs), "effective": len(docs)}
+    details = [json.loads(line) for line in (tmp_path / f"judged_samples_fin_lfqa_{DATE}.jsonl").open()]
     assert len(details) == len(docs)
+    assert details[0]["judge_reply"] == verdict and details[0]["judge_error"] is None
+
+
+def test_score_fails_loudly_when_the_judge_fails_and_resumes_from_the_cache(tmp_path, judge_cache, capsys):
+    """An unreachable judge is no success: a judge_failure rate (not parse failures), the
+    error per sample, exit status 1 with a message; the re-run sends only what failed."""
+    docs = [finlfqa.to_document(record, position) for position, record in enumerate(hub_records())]
+    answers = ["1. fine\nEvidence: CWT [1]", "1. [[status:500]] again\nEvidence: CWT [1]"]
+    path = write_samples(tmp_path, "fin_lfqa", [lm_eval_sample(i, doc, a) for i, (doc, a) in enumerate(zip(docs, answers))])
+    fast = ["--judge-max-retries", "1", "--judge-backoff", "0", "--judge-timeout", "5"]
+
+    assert score(path, "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m", *fast) == 1
+    err = capsys.readouterr().err
+    assert "2 of 2 judge requests failed for good (first error: connection failed" in err
+    assert "resumes from the judge cache" in err
+    results = json.loads((tmp_path / f"judged_results_{DATE}.json").read_text())["results"]["fin_lfqa"]
+    assert results["judge_failure,none"] == 1.0 and results["judge_parse_failure,none"] == 0.0
+    assert math.isnan(results["judge_score,none"]) and results["judge_skipped,none"] == 0.0
+    details = [json.loads(line) for line in (tmp_path / f"judged_samples_fin_lfqa_{DATE}.jsonl").open()]
+    assert [(d["judge_failure"], d["parse_failure"]) for d in details] == [(True, False)] * 2
+    assert all(d["judge_error"].startswith("connection failed") for d in details)
+
+    verdict = json.dumps({"accuracy": 4, "numerical_correctness": 3, "evidence_entailment": 5})
+    with ServerProcess(reply=verdict) as server:
+        judge = f"openai:{server.base_url}#m"
+        assert score(path, "--judge", judge, *fast) == 1  # the server answers 500 to the second
+        assert "1 of 2 judge requests failed for good (first error: HTTP 500" in capsys.readouterr().err
+        assert server.stats()["calls"] == 1 + 2
+        results = json.loads((tmp_path / f"judged_results_{DATE}.json").read_text())["results"]["fin_lfqa"]
+        assert (results["judge_score,none"], results["judge_failure,none"]) == (12.0, 0.5)
+        # the answered request comes from the cache; only the failed one is sent again
+        assert score(path, "--judge", judge, *fast) == 1
+        assert server.stats()["calls"] == 3 + 2

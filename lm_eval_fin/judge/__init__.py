@@ -13,7 +13,7 @@ sqlite cache and its key), and one module per backend: ``vllm_backend``,
 """
 
 from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse
-from lm_eval_fin.judge.core import complete_parsed, load_judge
+from lm_eval_fin.judge.core import ParsedAnswer, complete_parsed, complete_parsed_answers, load_judge
 from lm_eval_fin.judge.options import JudgeOptions
 from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
 
@@ -24,7 +24,9 @@ __all__ = [
     "JudgeRequest",
     "JudgeResponse",
     "JudgeSpecError",
+    "ParsedAnswer",
     "complete_parsed",
+    "complete_parsed_answers",
     "load_judge",
     "parse_spec",
 ]

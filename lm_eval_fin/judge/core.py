@@ -24,6 +24,9 @@ whatever finished before them is already in the cache.
 :func:`complete_parsed` adds the parse step every caller needs: it parses each text with
 the caller's tolerant parser, re-sends only the unparsable ones with ``attempt + 1`` up to
 ``max_attempts``, and counts what stayed unparsable as parse failures.
+:func:`complete_parsed_answers` does the same and keeps, per request, the last raw reply and
+the error of a request that failed for good, so a caller can tell a judge that did not answer
+(a failure) from an answer it could not read (a parse failure).
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ import logging
 import os
 import sys
 import time
-from typing import Callable, Protocol, Sequence, TypeVar
+from dataclasses import dataclass
+from typing import Callable, Generic, Protocol, Sequence, TypeVar
 
 from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse
 from lm_eval_fin.judge.cache import CachedAnswer, JudgeCache, cache_key
-from lm_eval_fin.judge.options import JUDGE_ENV, JudgeOptions
+from lm_eval_fin.judge.options import JUDGE_ENV, JudgeOptions, resolve_options
 from lm_eval_fin.judge.spec import JudgeSpec, parse_spec
 
 logger = logging.getLogger("lm_eval_fin.judge")
@@ -156,6 +160,7 @@ class CachedJudge(Judge):
         self.cache = cache if cache is not None else JudgeCache()
         self.stats = BatchStats()
         self.last_batch = BatchStats()
+        self.last_error: str | None = None  # the first error of the latest batch with failures
 
     def complete(self, requests: Sequence[JudgeRequest], desc: str = "judge") -> list[JudgeResponse]:
         started = time.perf_counter()
@@ -190,6 +195,7 @@ class CachedJudge(Judge):
             self.stats.add(stats)
             logger.info("%s [%s]: %s", desc, self.spec, stats.summary())
             if stats.failures:
+                self.last_error = recorder.first_error
                 logger.warning(
                     "%s: %d of %d judge requests failed for good; first error: %s",
                     desc, stats.failures, stats.requests, recorder.first_error,
@@ -246,6 +252,29 @@ def _safe_parse(parse: Callable[[str], T | None], text: str) -> T | None:
         return None
 
 
+@dataclass
+class ParsedAnswer(Generic[T]):
+    """The outcome of one request of :func:`complete_parsed_answers`.
+
+    ``value`` is the parsed answer, or None. ``text`` is the last raw reply (None when the
+    request failed for good); ``error`` says why it failed for good (None when the judge
+    answered, readable or not). So ``error`` set is a judge failure, and ``value`` None with
+    ``error`` None a parse failure.
+    """
+
+    value: T | None
+    text: str | None = None
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    @property
+    def unparsed(self) -> bool:
+        return self.value is None and self.error is None
+
+
 def complete_parsed(
     judge: Judge,
     requests: Sequence[JudgeRequest],
@@ -260,18 +289,30 @@ def complete_parsed(
     list, for instance), so such an answer is re-asked too.
 
     Returns the parsed values in order, None where the request failed or its answer stayed
-    unparsable after ``max_attempts``. Those parse failures are added to ``judge.stats``;
+    unparsable after ``max_attempts`` (:func:`complete_parsed_answers` tells the two apart).
+    Those parse failures are added to ``judge.stats``;
     ``judge.last_batch`` becomes the sum over the attempts, with ``parse_failures`` and
     ``extra["parse_retries"]`` (requests re-sent because their answer did not parse).
     Works with any object that has ``complete`` (a test double needs no stats).
     """
+    return [answer.value for answer in complete_parsed_answers(judge, requests, parse, desc, max_attempts)]
+
+
+def complete_parsed_answers(
+    judge: Judge,
+    requests: Sequence[JudgeRequest],
+    parse: Callable[[str], T | None] | Sequence[Callable[[str], T | None]],
+    desc: str = "judge",
+    max_attempts: int = 3,
+) -> list[ParsedAnswer[T]]:
+    """:func:`complete_parsed`, with the raw reply and the error of each request kept."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
     requests = list(requests)
     parsers = [parse] * len(requests) if callable(parse) else list(parse)
     if len(parsers) != len(requests):
         raise ValueError(f"{len(parsers)} parsers for {len(requests)} requests")
-    results: list[T | None] = [None] * len(requests)
+    results: list[ParsedAnswer[T]] = [ParsedAnswer(None) for _ in requests]
     total = BatchStats()
     pending = list(range(len(requests)))
     parse_retries = 0
@@ -290,12 +331,13 @@ def complete_parsed(
         unparsed = []
         for index, response in zip(pending, responses):
             if response.text is None:
-                continue  # a transport failure, retried by the backend already
+                # a transport failure, retried by the backend already: failed for good
+                results[index] = ParsedAnswer(None, None, response.error or "the judge returned no answer")
+                continue
             value = _safe_parse(parsers[index], response.text)
+            results[index] = ParsedAnswer(value, response.text)
             if value is None:
                 unparsed.append(index)
-            else:
-                results[index] = value
         pending = unparsed
     total.parse_failures = len(pending)
     total.extra["parse_retries"] = parse_retries
@@ -307,7 +349,8 @@ def complete_parsed(
     except AttributeError:
         pass
     if parse_retries or total.parse_failures:
-        logger.info("%s: parsed %d of %d; %s", desc, sum(r is not None for r in results), len(requests), total.summary())
+        parsed = sum(result.value is not None for result in results)
+        logger.info("%s: parsed %d of %d; %s", desc, parsed, len(requests), total.summary())
     return results
 
 
@@ -341,16 +384,18 @@ def _ensure_visible_logging() -> None:
 
 def load_judge(spec: str | None = None, options: JudgeOptions | None = None) -> Judge | None:
     """The judge named by ``spec`` (else ``$LM_EVAL_FIN_JUDGE``); None if neither is set.
+    ``options`` left as None are ``$LM_EVAL_FIN_JUDGE_OPTIONS`` over the defaults.
 
     Nothing heavy happens here: the model is loaded (or the server first contacted) on the
     first batch with a cache miss, so a re-run on a warm cache never starts an engine.
-    A malformed spec raises :class:`~lm_eval_fin.judge.spec.JudgeSpecError`.
+    A malformed spec raises :class:`~lm_eval_fin.judge.spec.JudgeSpecError`, malformed
+    options a ValueError.
     """
     if spec is None:
         spec = os.environ.get(JUDGE_ENV)
     if spec is None or not spec.strip():
         return None
     parsed = parse_spec(spec)
-    options = options or JudgeOptions()
+    options = options or resolve_options()
     _ensure_visible_logging()
     return CachedJudge(parsed, _make_backend(parsed, options), options)

@@ -12,9 +12,11 @@ well-formed chat completion is re-sent up to ``max_retries`` times, waiting
 HTTP errors (400, 401, 404, ...) are not retried: the same request would fail again. After
 that the request's response has ``text=None`` and an ``error`` naming the cause and the
 number of attempts; the other requests go on. When ``max(8, 2 * concurrency)`` requests in a
-row have failed for good (a server that went away), the rest of the batch is not sent but
-failed at once with that reason, instead of each waiting through its own retries; a re-run
-sends only what is not in the cache.
+row have failed for good after their retries (a server that went away or is overwhelmed), the
+rest of the batch is not sent but failed at once with that reason, instead of each waiting
+through its own retries; a re-run sends only what is not in the cache. Only such retryable
+failures count towards that stop: a request the server rejected on its own merits (HTTP 400
+for a prompt too long, a reply without text) shows the server is there, and resets the count.
 
 Constraints. A JSON schema goes through the standard ``response_format={"type":
 "json_schema", ...}``. Regex and choice constraints have no standard field; they are sent
@@ -114,7 +116,8 @@ def run_sync(coroutine):
 
 
 class _Breaker:
-    """Counts requests failed for good since the last success; trips at ``threshold``."""
+    """Counts requests that failed for good after their retries since the server last
+    answered (with text, or with a non-retryable rejection); trips at ``threshold``."""
 
     def __init__(self, threshold: int):
         self.threshold = threshold
@@ -125,8 +128,8 @@ class _Breaker:
     def open(self) -> bool:
         return self.consecutive >= self.threshold
 
-    def record(self, response: JudgeResponse) -> None:
-        if response.text is None:
+    def record(self, response: JudgeResponse, retryable: bool) -> None:
+        if response.text is None and retryable:
             self.consecutive += 1
             self.last_error = response.error
         else:
@@ -164,8 +167,8 @@ class OpenAIBackend:
                         f"(last error: {breaker.last_error}); re-run to send it",
                     )
                 else:
-                    response = await self._complete_one(client, request, sink)
-                    breaker.record(response)
+                    response, retryable = await self._complete_one(client, request, sink)
+                    breaker.record(response, retryable)
                 sink.done(index, response)
 
         try:
@@ -173,7 +176,9 @@ class OpenAIBackend:
         finally:
             await client.close()
 
-    async def _complete_one(self, client, request: JudgeRequest, sink) -> JudgeResponse:
+    async def _complete_one(self, client, request: JudgeRequest, sink) -> tuple[JudgeResponse, bool]:
+        """The response, and whether a failure was of the retryable kind (the server away or
+        overwhelmed) rather than the server rejecting this request."""
         payload = request_payload(self.spec.model, request)
         attempts = self.options.max_retries + 1
         reason = "not attempted"
@@ -184,12 +189,12 @@ class OpenAIBackend:
                 await asyncio.sleep(delay)
             try:
                 completion = await client.chat.completions.create(**payload)
-                return read_completion(completion)
+                return read_completion(completion), False
             except Exception as exc:  # noqa: BLE001 - classify_error re-raises what is not a request failure
                 retryable, reason = classify_error(exc, self.options.timeout_s)
                 if not retryable:
-                    return JudgeResponse(None, error=f"{reason} (not retried)")
-        return JudgeResponse(None, error=f"{reason} (after {attempts} attempts)")
+                    return JudgeResponse(None, error=f"{reason} (not retried)"), False
+        return JudgeResponse(None, error=f"{reason} (after {attempts} attempts)"), True
 
     def close(self) -> None:
         pass

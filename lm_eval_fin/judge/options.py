@@ -23,15 +23,26 @@ Options (flag, field, what it does):
 ``--judge-tensor-parallel-size``, ``--judge-gpu-memory-utilization``,
 ``--judge-max-model-len``
     vllm backend: passed to ``vllm.LLM``.
+
+Where options come from, later ones winning: the defaults above, ``$LM_EVAL_FIN_JUDGE_OPTIONS``
+(a JSON object of fields, e.g. ``{"max_retries": 2}``; ``lm-eval-fin run --judge-max-retries 2``
+sets it for the harness), then the flags given on the command line or, inside an ``lm_eval``
+run, a task's ``--metadata`` (``judge_<field>`` keys, or a ``judge_options`` object; see
+:func:`options_from_metadata`).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
+import math
 import os
 from dataclasses import dataclass
+from typing import Any, Mapping
 
 JUDGE_ENV = "LM_EVAL_FIN_JUDGE"
+JUDGE_OPTIONS_ENV = "LM_EVAL_FIN_JUDGE_OPTIONS"
 
 
 @dataclass(frozen=True)
@@ -50,7 +61,97 @@ class JudgeOptions:
     max_model_len: int | None = None
 
 
+# option field -> its flag, for the flags that are not --judge-<field with dashes>
+_FLAG_NAMES = {"timeout_s": "timeout", "backoff_s": "backoff", "backoff_max_s": "backoff-max"}
+# fields whose value may be None (the backend's own default)
+_OPTIONAL_FIELDS = frozenset({"batch_size", "max_model_len"})
+
+
+def option_fields() -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(JudgeOptions))
+
+
+def flag_of(field_name: str) -> str:
+    """``max_retries`` -> ``--judge-max-retries``; ``timeout_s`` -> ``--judge-timeout``."""
+    return "--judge-" + _FLAG_NAMES.get(field_name, field_name).replace("_", "-")
+
+
+def check_option(name: str, value: Any, where: str = "judge option") -> Any:
+    """``value`` as the type of option ``name`` (a number written as a string is read);
+    ValueError naming ``where`` if it is not one."""
+    if value is None and name in _OPTIONAL_FIELDS:
+        return None
+    integer = name in _OPTIONAL_FIELDS or isinstance(getattr(JudgeOptions(), name), int)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            pass
+    number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not number or (integer and value != int(value)):
+        raise ValueError(f"{where} {name}: expected {'an integer' if integer else 'a number'}, got {value!r}")
+    return int(value) if integer else float(value)
+
+
+def check_options(options: Mapping[str, Any], where: str = "judge option") -> dict[str, Any]:
+    """``options`` (field -> value) checked and converted; unknown names are a ValueError
+    that lists the known ones."""
+    known = option_fields()
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise ValueError(f"unknown {where}(s) {unknown}; known: {list(known)}")
+    return {name: check_option(name, value, where) for name, value in options.items()}
+
+
+def options_from_env() -> dict[str, Any]:
+    """The options set in ``$LM_EVAL_FIN_JUDGE_OPTIONS`` (field -> value), checked."""
+    text = os.environ.get(JUDGE_OPTIONS_ENV, "").strip()
+    if not text:
+        return {}
+    try:
+        options = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"${JUDGE_OPTIONS_ENV} is not JSON ({exc}): {text!r}") from exc
+    if not isinstance(options, dict):
+        raise ValueError(f"${JUDGE_OPTIONS_ENV} must be a JSON object of judge options, got {text!r}")
+    return check_options(options, f"${JUDGE_OPTIONS_ENV} option")
+
+
+def options_from_metadata(metadata: Mapping[str, Any], task: str = "task") -> dict[str, Any]:
+    """The judge options in a task's ``--metadata``: ``judge_<field>`` keys (``judge_max_retries``)
+    and a ``judge_options`` object (``{"max_retries": 2}``), the flat keys winning. Checked;
+    ValueError names the task and the known keys."""
+    flat = {
+        key[len("judge_"):]: value for key, value in metadata.items()
+        if key.startswith("judge_") and key != "judge_options"
+    }
+    nested = metadata.get("judge_options") or {}
+    if isinstance(nested, str):
+        try:
+            nested = json.loads(nested)
+        except ValueError as exc:
+            raise ValueError(f"{task}: metadata judge_options is not a JSON object: {nested!r}") from exc
+    if not isinstance(nested, dict):
+        raise ValueError(f"{task}: metadata judge_options must be an object of judge options, got {nested!r}")
+    known = option_fields()
+    unknown = sorted({f"judge_{name}" for name in flat if name not in known}
+                     | {f"judge_options.{name}" for name in nested if name not in known})
+    if unknown:
+        raise ValueError(
+            f"{task}: unknown judge option(s) {unknown} in the metadata; known: "
+            f"{sorted('judge_' + name for name in known)} (or the same names without judge_ in judge_options)"
+        )
+    return check_options({**nested, **flat}, f"{task} metadata judge option")
+
+
+def resolve_options(overrides: Mapping[str, Any] | None = None) -> JudgeOptions:
+    """The defaults, then ``$LM_EVAL_FIN_JUDGE_OPTIONS``, then ``overrides`` (checked)."""
+    return JudgeOptions(**{**options_from_env(), **check_options(overrides or {})})
+
+
 def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--judge`` and the option flags. A flag left out is None in ``args`` and takes its value
+    from ``$LM_EVAL_FIN_JUDGE_OPTIONS`` or the defaults in :func:`options_from_args`."""
     group = parser.add_argument_group("judge")
     group.add_argument(
         "--judge",
@@ -59,42 +160,40 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default: ${JUDGE_ENV})",
     )
     defaults = JudgeOptions()
-    group.add_argument("--judge-max-tokens", type=int, default=defaults.max_tokens,
-                       help="answer length of requests that set none")
-    group.add_argument("--judge-temperature", type=float, default=defaults.temperature,
+    group.add_argument("--judge-max-tokens", type=int, default=None,
+                       help=f"answer length of requests that set none ({defaults.max_tokens})")
+    group.add_argument("--judge-temperature", type=float, default=None,
                        help="0 is greedy (default)")
-    group.add_argument("--judge-seed", type=int, default=defaults.seed)
-    group.add_argument("--judge-concurrency", type=int, default=defaults.concurrency,
-                       help="openai: requests in flight")
-    group.add_argument("--judge-timeout", type=float, default=defaults.timeout_s,
-                       help="openai: seconds per request")
-    group.add_argument("--judge-max-retries", type=int, default=defaults.max_retries,
-                       help="openai: re-sends of a failed request")
-    group.add_argument("--judge-backoff", type=float, default=defaults.backoff_s,
-                       help="openai: first wait before a re-send, doubled each time (seconds)")
-    group.add_argument("--judge-backoff-max", type=float, default=defaults.backoff_max_s,
-                       help="openai: longest wait before a re-send (seconds)")
-    group.add_argument("--judge-batch-size", type=int, default=defaults.batch_size,
+    group.add_argument("--judge-seed", type=int, default=None, help=f"({defaults.seed})")
+    group.add_argument("--judge-concurrency", type=int, default=None,
+                       help=f"openai: requests in flight ({defaults.concurrency})")
+    group.add_argument("--judge-timeout", type=float, default=None,
+                       help=f"openai: seconds per request ({defaults.timeout_s:g})")
+    group.add_argument("--judge-max-retries", type=int, default=None,
+                       help=f"openai: re-sends of a failed request ({defaults.max_retries})")
+    group.add_argument("--judge-backoff", type=float, default=None,
+                       help=f"openai: first wait before a re-send, doubled each time (seconds; {defaults.backoff_s:g})")
+    group.add_argument("--judge-backoff-max", type=float, default=None,
+                       help=f"openai: longest wait before a re-send (seconds; {defaults.backoff_max_s:g})")
+    group.add_argument("--judge-batch-size", type=int, default=None,
                        help="hf: prompts per generate call (8); vllm: prompts per LLM.chat call (1024)")
-    group.add_argument("--judge-tensor-parallel-size", type=int, default=defaults.tensor_parallel_size)
-    group.add_argument(
-        "--judge-gpu-memory-utilization", type=float, default=defaults.gpu_memory_utilization
-    )
-    group.add_argument("--judge-max-model-len", type=int, default=defaults.max_model_len)
+    group.add_argument("--judge-tensor-parallel-size", type=int, default=None,
+                       help=f"vllm ({defaults.tensor_parallel_size})")
+    group.add_argument("--judge-gpu-memory-utilization", type=float, default=None,
+                       help=f"vllm ({defaults.gpu_memory_utilization:g})")
+    group.add_argument("--judge-max-model-len", type=int, default=None, help="vllm (the model's)")
+
+
+def given_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The option flags given on the command line (field -> value)."""
+    given = {}
+    for name in option_fields():
+        value = getattr(args, flag_of(name)[2:].replace("-", "_"), None)
+        if value is not None:
+            given[name] = value
+    return given
 
 
 def options_from_args(args: argparse.Namespace) -> JudgeOptions:
-    return JudgeOptions(
-        max_tokens=args.judge_max_tokens,
-        temperature=args.judge_temperature,
-        seed=args.judge_seed,
-        concurrency=args.judge_concurrency,
-        timeout_s=args.judge_timeout,
-        max_retries=args.judge_max_retries,
-        backoff_s=args.judge_backoff,
-        backoff_max_s=args.judge_backoff_max,
-        batch_size=args.judge_batch_size,
-        tensor_parallel_size=args.judge_tensor_parallel_size,
-        gpu_memory_utilization=args.judge_gpu_memory_utilization,
-        max_model_len=args.judge_max_model_len,
-    )
+    """The flags given, over ``$LM_EVAL_FIN_JUDGE_OPTIONS``, over the defaults."""
+    return resolve_options(given_options(args))

@@ -3,20 +3,12 @@
 import datasets
 
 from lm_eval_fin import finlfqa
-from lm_eval_fin.judge import parse_spec
 
 
-def _load(
-    split, data_path=None, index_base=finlfqa.DEFAULT_INDEX_BASE, bertscore_model=None, judge=None,
-    judge_max_tokens=None, **_,
-):
-    if judge:
-        parse_spec(judge)  # a bad spec stops the run before generation, not after it
-    scoring = {
-        "bertscore_model": bertscore_model or finlfqa.DEFAULT_BERTSCORE_MODEL,
-        "judge": judge,
-        "judge_max_tokens": judge_max_tokens,
-    }
+def _load(split, data_path=None, index_base=finlfqa.DEFAULT_INDEX_BASE, **metadata):
+    # the judge spec and options (metadata or environment) are checked here, so a bad one
+    # stops the run before generation, not after it
+    scoring = finlfqa.scoring_settings(metadata)
     documents = finlfqa.load_documents(split, data_path, index_base, scoring)
     return {split: datasets.Dataset.from_list(documents)}
 
@@ -48,4 +40,5 @@ judge_accuracy = finlfqa.judge_metric("judge_accuracy")
 judge_numerical = finlfqa.judge_metric("judge_numerical")
 judge_entailment = finlfqa.judge_metric("judge_entailment")
 judge_parse_failure = finlfqa.judge_metric("judge_parse_failure")
+judge_failure = finlfqa.judge_metric("judge_failure")
 judge_skipped = finlfqa.judge_metric("judge_skipped")

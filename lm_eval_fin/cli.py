@@ -16,6 +16,7 @@ import importlib
 import json
 import os
 import sys
+from pathlib import Path
 
 from lm_eval_fin import paths
 from lm_eval_fin.judge.options import (
@@ -34,9 +35,6 @@ _SUBCOMMANDS = {
     "build": ("lm_eval_fin.builders.cli", "build a benchmark dataset (earnings-call)"),
     "rerank": ("lm_eval_fin.rerank.cli", "FinCARDS reranking on FinAgentBench chunk files"),
 }
-
-DEMO_TASKS = "fin_agentbench"
-
 
 def harness_argv(args: list[str]) -> list[str]:
     """The argv for lm-eval's CLI: our task folder as ``--include_path``, the rest untouched."""
@@ -96,9 +94,21 @@ def judge_environment(judge_args: list[str]) -> dict[str, str]:
     return environment
 
 
+def details_environment(args: list[str]) -> dict[str, str]:
+    """fin_ems writes its per-document details under lm-eval's ``--output_path`` (lm-eval hands
+    that path to its own logger only), unless ``$LM_EVAL_FIN_DETAILS_DIR`` already says where."""
+    from lm_eval_fin.ems.harness import DETAILS_ENV, set_details_dir_from_argv
+
+    environment: dict[str, str] = {}
+    if not os.environ.get(DETAILS_ENV):
+        set_details_dir_from_argv(args, environment)
+    return environment
+
+
 def run_harness(args: list[str]) -> int:
     judge_args, args = split_judge_arguments(args)
     environment = judge_environment(judge_args) if judge_args else {}
+    environment.update(details_environment(args))
     from lm_eval.__main__ import cli_evaluate
 
     saved = sys.argv, {name: os.environ.get(name) for name in environment}
@@ -116,21 +126,34 @@ def run_harness(args: list[str]) -> int:
     return 0
 
 
-def demo_argv(output_path: str | None, limit: int | None) -> list[str]:
-    """lm-eval arguments of ``make demo``: the embedded model on the shipped demo samples."""
-    argv = [
-        "--model", "hf",
-        "--model_args", f"pretrained={paths.embedded_model()},dtype=float32",
-        "--tasks", DEMO_TASKS,
-        "--apply_chat_template",
-        "--batch_size", "4",
-        "--metadata", json.dumps({"data_path": str(paths.data_path("finagentbench_demo"))}),
-    ]
-    if output_path:
-        argv += ["--output_path", output_path, "--log_samples"]
-    if limit:
-        argv += ["--limit", str(limit)]
-    return argv
+def demo_runs(output_path: str | None, limit: int | None) -> list[list[str]]:
+    """lm-eval arguments of ``make demo``, one harness run per benchmark (each reads its own
+    ``data_path``): the embedded model on the shipped synthetic samples, offline: the
+    FinAgentBench ranking tasks, then fin_ems scored by the offline EMS (no judge) with the
+    packaged MiniLM as BERTScore model."""
+    model = ["--model", "hf", "--model_args", f"pretrained={paths.embedded_model()},dtype=float32",
+             "--apply_chat_template", "--batch_size", "4"]
+    metadata = {
+        "fin_agentbench": {"data_path": str(paths.data_path("finagentbench_demo"))},
+        "fin_ems": {"data_path": str(paths.data_path("ems_demo")), "judge": "none", "bertscore_model": "offline"},
+    }
+    runs = []
+    for task, task_metadata in metadata.items():
+        argv = [*model, "--tasks", task, "--metadata", json.dumps(task_metadata)]
+        if output_path:
+            argv += ["--output_path", str(Path(output_path) / task), "--log_samples"]
+        if limit:
+            argv += ["--limit", str(limit)]
+        runs.append(argv)
+    return runs
+
+
+def run_demo(output_path: str | None, limit: int | None) -> int:
+    for argv in demo_runs(output_path, limit):
+        status = run_harness(argv)
+        if status:
+            return status
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -148,7 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
         "of the judge metrics, every other argument goes to lm_eval",
         add_help=False,
     )
-    demo = sub.add_parser("demo", help="run fin_agentbench on the shipped demo sample with the embedded model")
+    demo = sub.add_parser(
+        "demo", help="fin_agentbench and fin_ems on the shipped demo samples with the embedded model, offline"
+    )
     demo.add_argument("--output_path", default=None)
     demo.add_argument("--limit", type=int, default=None)
     for name, (module, help_text) in _SUBCOMMANDS.items():
@@ -172,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "model-path":
         print(paths.embedded_model())
     elif args.command == "demo":
-        return run_harness(demo_argv(args.output_path, args.limit))
+        return run_demo(args.output_path, args.limit)
     else:
         return int(importlib.import_module(args._module).main(args) or 0)
     return 0

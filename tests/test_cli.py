@@ -100,3 +100,25 @@ def test_wheel_ships_tasks_metrics_and_data(tmp_path):
         "lm_eval_fin/data/finagentbench_demo/document_ranking_demo.jsonl",
     ]:
         assert expected in names
+
+
+def test_run_puts_the_ems_details_next_to_lm_evals_output(monkeypatch, tmp_path):
+    monkeypatch.delenv("LM_EVAL_FIN_DETAILS_DIR", raising=False)
+    out = tmp_path / "out"
+    assert cli.details_environment(["--tasks", "fin_ems", "--output_path", str(out)]) == {
+        "LM_EVAL_FIN_DETAILS_DIR": str(out / "ems_details")
+    }
+    assert cli.details_environment(["--tasks", "fin_ems"]) == {}
+    monkeypatch.setenv("LM_EVAL_FIN_DETAILS_DIR", str(tmp_path / "chosen"))
+    assert cli.details_environment(["--output_path", str(out)]) == {}  # the user's choice stands
+
+
+def test_demo_runs_each_benchmark_on_its_own_shipped_sample_offline():
+    runs = cli.demo_runs("out", 2)
+    assert [argv[argv.index("--tasks") + 1] for argv in runs] == ["fin_agentbench", "fin_ems"]
+    for argv in runs:
+        metadata = json.loads(argv[argv.index("--metadata") + 1])
+        assert Path(metadata["data_path"]).exists()
+        assert argv[argv.index("--limit") + 1] == "2" and "--log_samples" in argv
+    assert json.loads(runs[1][runs[1].index("--metadata") + 1])["judge"] == "none"
+    assert runs[0][runs[0].index("--output_path") + 1] != runs[1][runs[1].index("--output_path") + 1]

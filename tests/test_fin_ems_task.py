@@ -131,3 +131,19 @@ def test_the_task_lists_every_metric_the_harness_reports():
     for judge in ("hf:m", None):
         reported = harness.process_results(dict(base, scoring=json.dumps({"judge": judge})), ["a"])
         assert set(reported) <= listed, set(reported) - listed
+    # `lm-eval-fin score` reads the direction of the corpus metrics from the module: same as the YAML
+    directions = {entry["metric"]: entry["higher_is_better"] for entry in config["metric_list"]}
+    assert harness.HIGHER_IS_BETTER == {name: directions[name] for name in harness.HIGHER_IS_BETTER}
+    assert set(harness.HIGHER_IS_BETTER) >= {"ems_llm_f1", "ems_offline_rouge_f1", "ems_parse_failures"}
+
+
+def test_judge_options_in_the_metadata_and_the_environment_reach_the_judge(monkeypatch):
+    monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", '{"max_retries": 1, "concurrency": 3}')
+    settings = harness.scoring_settings(
+        {"judge": "openai:http://127.0.0.1:9/v1#m", "judge_options": {"max_retries": 2}, "judge_timeout_s": 5}
+    )
+    assert settings["judge_options"] == {"max_retries": 2, "timeout_s": 5}
+    judge = harness._judge_for(settings)  # loading is lazy: no server is reached
+    assert (judge.options.max_retries, judge.options.concurrency, judge.options.timeout_s) == (2, 3, 5)
+    with pytest.raises(ValueError, match="unknown judge option"):
+        harness.scoring_settings({"judge_options": {"no_such_option": 1}})

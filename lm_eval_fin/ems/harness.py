@@ -100,21 +100,11 @@ Question: {question}"""
 
 def scoring_settings(metadata: dict[str, Any]) -> dict[str, Any]:
     """The scoring settings of a run from the task metadata (see the module docstring)."""
-    from lm_eval_fin.judge import JudgeOptions
-    from lm_eval_fin.judge.options import JUDGE_ENV
+    from lm_eval_fin.judge.options import JUDGE_ENV, options_from_metadata
 
     spec = metadata.get("judge", os.environ.get(JUDGE_ENV))
     spec = None if spec is None or str(spec).strip().lower() in NO_JUDGE else str(spec).strip()
-    option_names = {f.name for f in dataclasses.fields(JudgeOptions)}
-    judge_options = {
-        key[len("judge_") :]: value for key, value in metadata.items() if key.startswith("judge_")
-    }
-    unknown = sorted(set(judge_options) - option_names)
-    if unknown:
-        raise ValueError(
-            f"fin_ems: unknown judge option(s) {['judge_' + name for name in unknown]} in the metadata; "
-            f"known: {sorted('judge_' + name for name in option_names)}"
-        )
+    judge_options = options_from_metadata(metadata, "fin_ems")
     numbers = {
         "max_score": metadata.get("max_score", 10),
         "max_attempts": metadata.get("max_attempts", MAX_ATTEMPTS),
@@ -265,6 +255,19 @@ def doc_to_text(doc: dict) -> str:
     return render_prompt(doc)
 
 
+def _higher_is_better() -> dict[str, bool]:
+    """The corpus metrics of fin_ems: the counts of what went wrong or what the judge cost are
+    better low, every score is better high (read by ``lm-eval-fin score``)."""
+    names = ["bleu", "bertscore_f1"]
+    for method, with_judge in ((LLM, True), (OFFLINE, False)):
+        names += metric_names(method, check_scorers(None, with_judge))
+    lower = ("ems_parse_failures", "ems_extract_fallbacks", "ems_judge_")
+    return {name: not name.startswith(lower) for name in names}
+
+
+HIGHER_IS_BETTER = _higher_is_better()
+
+
 def _scorer_metrics(settings: dict) -> list[str]:
     with_judge = settings["judge"] is not None
     return metric_names(LLM if with_judge else OFFLINE, check_scorers(None, with_judge))
@@ -318,11 +321,13 @@ def _judge_for(settings: dict) -> Any:
     """One judge per spec and options for the life of the process (a local model loads once)."""
     if settings["judge"] is None:
         return None
-    from lm_eval_fin.judge import JudgeOptions, load_judge
+    from lm_eval_fin.judge import load_judge
+    from lm_eval_fin.judge.options import resolve_options
 
-    key = (settings["judge"], tuple(sorted(settings["judge_options"].items())))
+    options = resolve_options(settings["judge_options"])  # $LM_EVAL_FIN_JUDGE_OPTIONS, then the metadata
+    key = (settings["judge"], repr(options))
     if key not in _JUDGES:
-        _JUDGES[key] = load_judge(settings["judge"], JudgeOptions(**settings["judge_options"]))
+        _JUDGES[key] = load_judge(settings["judge"], options)
     return _JUDGES[key]
 
 

@@ -5,7 +5,13 @@ Extraction turns a text into the set of values it states:
 * thousands separators, decimals, signs (``-`` and the Unicode minus), ``%`` / ``percent``,
   currency symbols (``$ € £ ¥ ₹``, ``US$``), ``x`` multiples and ``bps`` are read as the bare
   number (5% -> 5; matching absorbs the factor 100 between 5% and 0.05);
-* accounting negatives: ``(1.2)``, ``($1.2)``, ``$(1.2)`` -> -1.2 (but ``(2023)`` is a year);
+* accounting negatives: ``(1.2)``, ``($1.2)``, ``$(1.2)``, ``(1.2) bn``, ``(2.5)%`` -> negative,
+  as in a table cell (``| (1,234) |``) or after a label (``Net loss (1.2)``). Parentheses
+  make a negative only when they hold nothing but an optional currency sign, the number and
+  an optional scale word. Not negatives: a year (``(2023)``); a unit inside the parentheses
+  (``(25%)``, ``(2.5x)``, ``(50 bps)``), which is how prose writes an aside; and a figure
+  directly after another figure (``rose 25% ($25 million)``, ``1,234 (567)``), an aside that
+  restates or converts it. The match rule is unchanged: signs still matter there;
 * scale words multiply: thousand, million, billion, trillion (also plural) and the short
   forms k, m/mm/mn/mln/mil, b/bn/bln, t/tn/trn, glued or after one space, in any case;
   so "3 million", "3,000 thousand" and "3,000,000" are one value;
@@ -56,7 +62,7 @@ _NUMBER = re.compile(
     (?P<digits>[0-9]{{1,3}}(?:,[0-9]{{3}})+(?:\.[0-9]+)?|[0-9]+(?:\.[0-9]+)?|\.[0-9]+)
     (?![0-9])(?!-[A-Za-z])
     (?:[ \t]?(?P<scale>{_SCALE_ALTERNATION})(?![A-Za-z0-9_&'])(?!-[A-Za-z]))?
-    (?:[ \t]?(?:%|percent\b|per[ \t]cent\b|bps\b|basis[ \t]points\b|[x×](?![A-Za-z0-9_])))?
+    (?:[ \t]?(?P<unit>%|percent\b|per[ \t]cent\b|bps\b|basis[ \t]points\b|[x×](?![A-Za-z0-9_])))?
     (?![A-Za-z0-9_])
     (?:(?P<close>\s*\))(?:[ \t]?(?P<scale_after>{_SCALE_ALTERNATION})(?![A-Za-z0-9_&'])(?!-[A-Za-z]))?)?
     """,
@@ -97,6 +103,12 @@ def _is_year(digits: str) -> bool:
     return len(digits) == 4 and digits.isdigit() and 1900 <= int(digits) <= 2100
 
 
+def _is_accounting_negative(match: re.Match, follows_a_figure: bool) -> bool:
+    """Whether parentheses around the number make it negative (rule in the module docstring)."""
+    parenthesised = match["open"] is not None and match["close"] is not None
+    return parenthesised and not match["unit"] and not follows_a_figure and not _is_year(match["digits"])
+
+
 def extract_numbers(text: str | None) -> list[float]:
     """The distinct values stated in ``text``, in order of first appearance.
 
@@ -108,16 +120,17 @@ def extract_numbers(text: str | None) -> list[float]:
     text = _NOT_VALUES.sub(" ", _as_text(text))
     values: list[float] = []
     seen: set[float] = set()
+    bare_figure_end = None  # where the last figure outside parentheses ended
     for match in _NUMBER.finditer(text):
         digits = match["digits"]
         value = float(digits.replace(",", ""))
         scale = match["scale"] or (match["open"] is not None and match["scale_after"])
         if scale:
             value *= _SCALE_WORDS[scale.lower()]
-        explicit_minus = match["sign"] in ("-", "\u2212")
-        accounting_negative = match["open"] is not None and match["close"] is not None
-        if explicit_minus or (accounting_negative and not _is_year(digits)):
+        follows_a_figure = bare_figure_end is not None and not text[bare_figure_end:match.start()].strip()
+        if match["sign"] in ("-", "\u2212") or _is_accounting_negative(match, follows_a_figure):
             value = -value
+        bare_figure_end = match.end() if match["open"] is None else None
         if math.isfinite(value) and value not in seen:
             seen.add(value)
             values.append(value)

@@ -32,6 +32,26 @@ def test_extraction(text, values):
     assert extract_numbers(text) == pytest.approx(values)
 
 
+@pytest.mark.parametrize(
+    "text, values",
+    [
+        ("Net loss (1.2)", [-1.2]),  # after a label: an accounting negative
+        ("| Net income | (1,234) | 567 |", [-1234, 567]),  # a table cell
+        ("(1.2) (3.4) and (2.5)%", [-1.2, -3.4, -2.5]),  # a unit outside the parentheses
+        ("rose 25% ($25 million)", [25, 25e6]),  # an aside restating a figure
+        ("revenue of $1,234 million ($1.2 billion)", [1.234e9, 1.2e9]),
+        ("margin (25%), leverage (2.5x), spread (50 bps)", [25, 2.5, 50]),  # a unit inside
+    ],
+)
+def test_which_parentheses_are_accounting_negatives(text, values):
+    assert extract_numbers(text) == pytest.approx(values)
+
+
+def test_an_aside_does_not_turn_a_match_into_a_miss():
+    # was {25, -25e6} against {25, 25e6}: P = R = 1/2
+    assert numeric_prf("Interest rose 25% ($25 million).", "up 25%, or $25 million") == (1.0, 1.0, 1.0)
+
+
 def test_papers_scale_and_rounding_examples():
     # "3 million" = "3,000 thousand" = "3,000,000"; 3.965 matches 3.97.
     assert numeric_prf("3 million", "3,000 thousand") == (1.0, 1.0, 1.0)

@@ -22,24 +22,28 @@ labels (``**Evidence:**``), ``Clause 1:`` headers, attributes on the clause's ow
 with or without fences (fences nested in an outer fence, or left unclosed), ``inferred from
 clause 2`` (no evidence), and JSON answers (``{"clauses": [{"text": ..., "evidence": {...},
 "code": ..., "knowledge": [...]}]}``, optionally in a ```json fence). An answer with no
-attribution at all (no Evidence / Code / Knowledge label and no usable JSON) is a parse
-failure: it keeps its text for the text metrics but has no clauses and no attributions.
-Nothing here raises on any input.
+attribution at all (no Evidence / Code / Knowledge label, and no JSON clause with an
+evidence, code or knowledge key: a JSON list of bare claims is no more attributed than
+"1. A claim.\n2. Another.") is a parse failure: it keeps its text for the text metrics but
+has no clauses and no attributions. Snippets are dedented, so code indented under a list
+item runs. Nothing here raises on any input.
 
 Scores, per example (the task averages them over examples):
 
 * evidence precision / recall / F1 over the sets of (company, paragraph index) pairs cited
   in all clauses; companies compare case-insensitively; a citation without a company
   (``Evidence: [3]``) keeps company ``""`` and so never matches a reference pair;
-* knowledge recall over the sets of knowledge indices;
-* empty cases follow the numeric metric's convention: both sides empty scores 1, exactly
-  one side empty scores 0.
+* knowledge recall over the sets of knowledge indices, 1 when the reference cites none
+  (recall has nothing to miss; DESIGN.md defines no knowledge precision);
+* evidence's empty cases follow the numeric metric's convention: both sides empty scores 1,
+  exactly one side empty scores 0.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import textwrap
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
@@ -100,7 +104,34 @@ _EVIDENCE_TOKEN = re.compile(
     r"|(?P<word>[A-Za-z](?:[A-Za-z0-9.&'’]|-(?=[A-Za-z]))*)"
     r"(?P<cue>(?=[ \t]*(?:[\[:(#=\"']|-[ \t]*[0-9]|[0-9])))?"
 )
-_INTEGER = re.compile(r"(?<![0-9.])[0-9]+(?:\s*[-–]\s*[0-9]+)?(?![0-9]|\.[0-9])")
+# Numbers on an Evidence line that are not paragraph indices: document names and numbers glued
+# to letters ("10-Q", "3rd", "125m"), years, amounts ("$125 million", "25%", "1.5"), and
+# pointers to things that are not paragraphs ("Table 3", "page 12", "Note 5"). A paragraph
+# index is a small bare integer, so these are blanked before the line is read.
+_NOT_INDICES = re.compile(
+    r"[$€£¥₹][ \t]?[0-9][0-9,.]*(?:[ \t]?(?:thousand|million|billion|trillion)\b)?"
+    r"|(?<![0-9])[0-9][0-9,]*(?:\.[0-9]+)?[ \t]?(?:%|percent\b|thousand\b|million\b|billion\b|trillion\b)"
+    r"|(?<![0-9])[0-9]+\.[0-9]+"
+    r"|(?<![0-9])(?:19|20)[0-9]{2}(?![0-9])"
+    r"|(?<![0-9])[0-9]+-?(?=[A-Za-z])"
+    r"|\b(?:tables?|pages?|notes?|items?|exhibits?|figures?|charts?)[ \t]*#?[ \t]*[0-9]+(?:[ \t]*[-–][ \t]*[0-9]+)?",
+    re.IGNORECASE,
+)
+_BRACKETED = re.compile(r"\[[^\[\]]*\]")
+# Indices stated as such: in square brackets, or after "paragraph" ("paragraphs 3 and 4").
+_EXPLICIT_INDICES = re.compile(
+    r"\[[^\[\]]*\]|(?:\b(?:paragraphs?|paras?)\b\.?|¶)[ \t]*#?[ \t]*[0-9]+"
+    r"(?:[ \t]*(?:,|and|&|to|-|–)[ \t]*[0-9]+(?![0-9]))*",
+    re.IGNORECASE,
+)
+# After a number, the company it belongs to: "16 (CWT)", "3 and 4 of AWK", "3-4 of the AWK".
+# The run of numbers it looks across is bounded, or each number of a long list would rescan
+# the rest of it (quadratic time on a hostile answer).
+_OWNER_AFTER = re.compile(
+    r"(?:[ \t]*(?:,|and|&)[ \t]*[0-9]+(?:[ \t]*[-–][ \t]*[0-9]+)?){0,10}"
+    r"[ \t]*(?:(?P<paren>\()[ \t]*|of[ \t]+(?:the[ \t]+)?)(?=[A-Za-z])",
+    re.IGNORECASE,
+)
 # Words an evidence line uses that are not companies.
 _NOT_COMPANIES = frozenset(
     "PARAGRAPH PARAGRAPHS PARA PARAS P PP AND OR OF FROM IN THE NONE NA N/A NO NOT ANY "
@@ -141,21 +172,60 @@ def _company(word: str, used_as_label: bool, companies: dict[str, str]) -> str |
     return None
 
 
+def _blank(match: re.Match) -> str:
+    return " " * len(match.group())
+
+
+def _index_candidates(value: str) -> str:
+    """``value`` with every number that cannot be a paragraph index blanked (see
+    :data:`_NOT_INDICES`). When some square brackets hold a number, the model put its indices
+    there, so other numbers are blanked too ("CWT [16], 2 tables"), except those after
+    "paragraph", which say what they are."""
+    value = _NOT_INDICES.sub(_blank, value)
+    if not any(re.search(r"[0-9]", b.group()) for b in _BRACKETED.finditer(value)):
+        return value
+    kept, start = [], 0
+    for explicit in _EXPLICIT_INDICES.finditer(value):
+        kept.append(re.sub(r"[0-9]", " ", value[start:explicit.start()]))
+        kept.append(explicit.group())
+        start = explicit.end()
+    kept.append(re.sub(r"[0-9]", " ", value[start:]))
+    return "".join(kept)
+
+
+def _company_named_after(value: str, position: int, companies: dict[str, str]) -> str | None:
+    """The company a number ending at ``position`` is attributed to by what follows it:
+    "16 (CWT)", "3 and 4 of AWK"; None when what follows names no company."""
+    link = _OWNER_AFTER.match(value, position)
+    if not link:
+        return None
+    word = _EVIDENCE_TOKEN.match(value, link.end())
+    if not word or not word["word"]:
+        return None
+    if link["paren"] and not re.match(r"[ \t]*\)", value[word.end():word.end() + 20]):
+        return None  # "CWT: 16 (AWK: 3)" opens AWK's own list; only "16 (AWK)" names an owner
+    return _company(word["word"], word["cue"] is not None, companies)
+
+
 def parse_evidence(value: str, companies: Iterable[str] = ()) -> tuple[Evidence, ...]:
     """(company, paragraph) pairs named in an Evidence value.
 
     Numbers belong to the company named before them ("CWT [3, 16]; AWK [2]", "CWT: 3, AWK: 5",
-    "CWT-16"); numbers before any company go to the first company named after them
-    ("paragraph 16 of CWT"); without any company they keep company "". "inferred from
-    clause 2", "none" and "[]" name no evidence.
+    "CWT-16"), unless the company follows them directly ("paragraph 3 (AWK)", "paragraph 3 of
+    AWK"); numbers before any company go to the first company named after them ("paragraph 16
+    of CWT"); without any company they keep company "". "inferred from clause 2", "none" and
+    "[]" name no evidence. Numbers that cannot be paragraph indices (years, amounts, "10-Q",
+    "Table 3") are not read, and when square brackets hold numbers only those are read.
 
     >>> parse_evidence("CWT [16], AWK []")
     (('CWT', 16),)
     >>> parse_evidence("paragraphs 3-4 of cwt; AWK: 7", companies=["CWT", "AWK"])
     (('CWT', 3), ('CWT', 4), ('AWK', 7))
+    >>> parse_evidence("Paragraph 16 (CWT), paragraph 3 (AWK) of the 10-Q", companies=["CWT", "AWK"])
+    (('CWT', 16), ('AWK', 3))
     """
     known = {c.upper(): c for c in companies}
-    value = _CLAUSE_REFERENCE.sub(" ", _INFERRED.sub(" ", value or ""))
+    value = _index_candidates(_CLAUSE_REFERENCE.sub(" ", _INFERRED.sub(" ", value or "")))
     pairs: list[Evidence] = []
     current: str | None = None
     pending: list[int] = []
@@ -169,7 +239,7 @@ def parse_evidence(value: str, companies: Iterable[str] = ()) -> tuple[Evidence,
             pending = []
         else:
             numbers = _numbers_in(token["range"] or token["number"])
-            if current is None:
+            if current is None or _company_named_after(value, token.end(), known) not in (None, current):
                 pending.extend(numbers)
             else:
                 pairs.extend((current, n) for n in numbers)
@@ -177,14 +247,45 @@ def parse_evidence(value: str, companies: Iterable[str] = ()) -> tuple[Evidence,
     return tuple(dict.fromkeys(pairs))
 
 
+_INDEX = r"[0-9]+(?:[ \t]*[-–][ \t]*[0-9]+)?"
+# An index list in brackets: "[3]", "[2, 5]", "(1-3)", "[K2 and K4]"; "[ROE * 100]" is not one.
+_INDEX_GROUP = re.compile(
+    rf"[\[(][ \t]*(?:[Kk#][ \t]*)?{_INDEX}"
+    rf"(?:[ \t]*(?:,|;|and|&)[ \t]*(?:[Kk#][ \t]*)?{_INDEX})*[ \t]*[\])]"
+)
+_INDEX_TOKEN = re.compile(_INDEX)
+# Elsewhere only the index an item of the list starts with counts ("2 (ROE formula), K7",
+# "paragraph 16"): the numbers inside a formula or a description are not indices.
+_LIST_ITEM = re.compile(r"\band\b|[^,;\n&]+?(?=[,;\n&]|\band\b|$)", re.IGNORECASE)
+_LEADING_INDEX = re.compile(
+    rf"[ \t\[(*_:]*(?:(?:knowledge|entry|entries|paragraphs?|paras?|items?|no\.?|[k#¶])[ \t]*[:#.]?[ \t]*)?"
+    rf"(?P<index>{_INDEX})(?![0-9]|[.,][0-9]|-?[A-Za-z]|[ \t]*[%*/+=^])",
+    re.IGNORECASE,
+)
+
+
 def parse_indices(value: str) -> tuple[int, ...]:
-    """Knowledge indices in a value: every integer (ranges expanded), clause references out.
+    """Knowledge indices in a value (ranges expanded, clause references out): the integers of
+    bracketed index lists, and the index each item of the list starts with; the numbers
+    of a formula or description ("[3] ROE = NI / equity * 100") are not indices.
 
     >>> parse_indices("[2, 5] (ROE formula), K7")
     (2, 5, 7)
+    >>> parse_indices("[3] ROE = net income / equity * 100")
+    (3,)
     """
     value = _CLAUSE_REFERENCE.sub(" ", value or "")
-    numbers = [n for token in _INTEGER.findall(value) for n in _numbers_in(token)]
+    found: list[tuple[int, str]] = [
+        (index.start() + group.start(), index.group())
+        for group in _INDEX_GROUP.finditer(value)
+        for index in _INDEX_TOKEN.finditer(group.group())
+    ]
+    rest = _INDEX_GROUP.sub(_blank, value)
+    for item in _LIST_ITEM.finditer(rest):
+        leading = _LEADING_INDEX.match(item.group())
+        if leading:
+            found.append((item.start() + leading.start("index"), leading["index"]))
+    numbers = [n for _, token in sorted(found) for n in _numbers_in(token)]
     return tuple(dict.fromkeys(numbers))
 
 
@@ -197,21 +298,41 @@ _PUNCTUATION = " \t\n-–—*_`'\"[](){}.:;,!"
 _INLINE_CODE = re.compile(r"`{1,3}(?P<code>[^`]+)`{1,3}")
 
 
+def _snippet(code: str) -> str:
+    """Code as it will run: dedented, since code indented under a list item or after "Code:"
+    would otherwise fail with IndentationError, and without blank lines around it."""
+    return textwrap.dedent(code).strip("\n").rstrip()
+
+
+def _fence_opening(line: str) -> re.Match | None:
+    """The code fence a line (or a Code value) opens; None for ```code``` closed on the line."""
+    opening = _FENCE.match(line)
+    if opening and opening["rest"].rstrip().endswith(opening["ticks"]):
+        return None
+    return opening
+
+
 def _says_no_code(value: str) -> bool:
     core = value.strip(_PUNCTUATION)
     return not core or _NO_CODE.fullmatch(core) is not None
 
 
+# Without backticks or a fence, a value is code only if it reads like code: prose such as
+# "None needed" or "see the table" is not a snippet to run.
+_LOOKS_LIKE_CODE = re.compile(r"\bdef\s+\w+\s*\(|\breturn\b|\blambda\b")
+
+
 def inline_code(value: str) -> str | None:
-    """A snippet written on the Code line itself, or None ("none", "N/A", "see below")."""
+    """A snippet written on the Code line itself, or None ("none", "N/A", "see below", and
+    a fence opened on the line, "```python", whose code follows on the next lines)."""
     value = value.strip()
-    if _says_no_code(value):
+    if _says_no_code(value) or _fence_opening(value):
         return None
     match = _INLINE_CODE.search(value)
     if match:
         code = re.sub(r"^(?:python3?|py)\b", "", match["code"].strip(), flags=re.IGNORECASE).strip()
         return code or None
-    if re.search(r"\bdef\s+\w+\s*\(|\breturn\b|\blambda\b", value):
+    if _LOOKS_LIKE_CODE.search(value):
         return value
     return None
 
@@ -222,6 +343,7 @@ _TEXT_KEYS = ("text", "clause", "content", "statement", "claim", "sentence", "an
 _EVIDENCE_KEYS = ("evidence", "evidences", "citations", "citation", "sources", "references")
 _CODE_KEYS = ("code", "python", "program", "codes")
 _KNOWLEDGE_KEYS = ("knowledge", "knowledges", "professional_knowledge", "knowledge_indices")
+_ATTRIBUTION_KEYS = frozenset(_EVIDENCE_KEYS + _CODE_KEYS + _KNOWLEDGE_KEYS)
 _CLAUSE_LIST_KEYS = ("clauses", "answer", "answers", "response", "claims")
 
 
@@ -286,11 +408,18 @@ def evidence_from_json(value: Any, companies: Iterable[str] = ()) -> tuple[Evide
 
 
 def code_from_json(value: Any) -> tuple[str, ...]:
+    """Snippets in a JSON code value: fenced blocks, else the whole string when it reads like
+    code (as :func:`inline_code` decides), else nothing ("None needed", "N/A")."""
     if isinstance(value, str):
         fenced = _FENCED_BLOCK.findall(value)
         if fenced:
-            return tuple(code.strip("\n") for code in fenced if code.strip())
-        return () if _says_no_code(value) else (value,)
+            return tuple(_snippet(code) for code in fenced if code.strip())
+        if _says_no_code(value):
+            return ()
+        if _LOOKS_LIKE_CODE.search(value):
+            return (_snippet(value),)
+        inline = inline_code(value)
+        return (inline,) if inline else ()
     if isinstance(value, (list, tuple)):
         return tuple(snippet for item in value for snippet in code_from_json(item))
     return ()
@@ -306,6 +435,12 @@ def knowledge_from_json(value: Any) -> tuple[int, ...]:
     if isinstance(value, (list, tuple)):
         return tuple(dict.fromkeys(n for item in value for n in knowledge_from_json(item)))
     return ()
+
+
+def _has_attribution(item: Any) -> bool:
+    """Whether a JSON clause carries an attribution key (its value may be empty, as "Code:
+    none" is still a label in a text answer)."""
+    return isinstance(item, dict) and any(str(key).lower() in _ATTRIBUTION_KEYS for key in item)
 
 
 def clause_from_json(item: Any, companies: Iterable[str] = ()) -> Clause | None:
@@ -348,9 +483,11 @@ def _json_candidate(text: str) -> Any:
 
 
 def _clauses_from_json(value: Any, companies: Sequence[str]) -> tuple[Clause, ...]:
+    """The clauses of a JSON answer; none unless some clause has an attribution key, so that
+    a list of bare claims is a parse failure as "1. A claim.\n2. Another." is in text."""
     if isinstance(value, dict):
         value = _first(value, _CLAUSE_LIST_KEYS)
-    if not isinstance(value, list):
+    if not isinstance(value, list) or not any(_has_attribution(item) for item in value):
         return ()
     clauses = [clause_from_json(item, companies) for item in value]
     return tuple(c for c in clauses if c is not None)
@@ -478,18 +615,26 @@ def _parse_text(text: str, companies: Sequence[str]) -> tuple[tuple[Clause, ...]
     def current() -> _ClauseBuilder:
         return builders[-1] if builders else preamble
 
+    def open_fence(opening: re.Match) -> None:
+        nonlocal fence, fence_is_code
+        close_unfenced()
+        fence, fence_lines[:] = opening["ticks"], []
+        fence_is_code = opening["lang"].lower() in ("", "python", "py", "python3")
+        if opening["rest"].strip():
+            fence_lines.append(opening["rest"])
+
     def close_fence() -> None:
         nonlocal fence
-        code = "\n".join(fence_lines).strip("\n")
+        code = "\n".join(fence_lines)
         if fence_is_code and code.strip():
-            current().code.append(code)
+            current().code.append(_snippet(code))
         fence = None
         fence_lines.clear()
 
     def close_unfenced() -> None:
         nonlocal unfenced_code
         if unfenced_code and "\n".join(unfenced_code).strip():
-            current().code.append("\n".join(unfenced_code).rstrip())
+            current().code.append(_snippet("\n".join(unfenced_code)))
         unfenced_code = None
 
     for line in _unwrap_outer_fence(text).split("\n"):
@@ -502,15 +647,9 @@ def _parse_text(text: str, companies: Sequence[str]) -> tuple[tuple[Clause, ...]
                 fence_lines.append(line)
                 continue
             close_fence()  # an unclosed fence: the answer resumes on this line
-        opening = _FENCE.match(line)
-        if opening and opening["rest"].rstrip().endswith(opening["ticks"]):
-            opening = None  # ```code``` on one line: inline code, read with its label below
+        opening = _fence_opening(line)  # ```code``` on one line is inline code, read below
         if opening:
-            close_unfenced()
-            fence, fence_lines[:] = opening["ticks"], []
-            fence_is_code = opening["lang"].lower() in ("", "python", "py", "python3")
-            if opening["rest"].strip():
-                fence_lines.append(opening["rest"])
+            open_fence(opening)
             continue
         if unfenced_code is not None:
             if line.strip() == "" or _CODE_LINE.match(line):
@@ -532,8 +671,12 @@ def _parse_text(text: str, companies: Sequence[str]) -> tuple[tuple[Clause, ...]
                 builder.text_lines.append(prose)
         for label, value in segments:
             builder.add_label(label, value)
-        if segments and segments[-1][0] == "code" and not segments[-1][1].strip():
-            unfenced_code = []  # "Code:" alone on its line: the code may follow unfenced
+        if segments and segments[-1][0] == "code":
+            opening = _fence_opening(segments[-1][1])
+            if opening:
+                open_fence(opening)  # "Code: ```python": the fenced code follows
+            elif not segments[-1][1].strip():
+                unfenced_code = []  # "Code:" alone on its line: the code may follow unfenced
     if fence is not None:
         close_fence()
     close_unfenced()
@@ -609,9 +752,16 @@ def evidence_prf(
 
 
 def knowledge_recall(predicted: Iterable[int], reference: Iterable[int]) -> float:
-    """Share of the reference's knowledge indices the answer cites (1 when both cite none).
+    """Share of the reference's knowledge indices the answer cites; 1 when the reference
+    cites none, whatever the answer cites: there is nothing to recall, and recall does not
+    judge what the answer adds (DESIGN.md defines knowledge by recall alone).
 
     >>> knowledge_recall([2, 9], [2, 5])
     0.5
+    >>> knowledge_recall([1], [])
+    1.0
     """
-    return set_prf(set(predicted), set(reference))[1]
+    reference = set(reference)
+    if not reference:
+        return 1.0
+    return len(set(predicted) & reference) / len(reference)

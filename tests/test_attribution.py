@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lm_eval_fin.attribution import (
+    code_from_json,
     evidence_from_json,
     evidence_prf,
     knowledge_recall,
@@ -134,10 +135,41 @@ def test_parse_failure_keeps_the_text_for_text_metrics():
         ("None", []),
         ("[3, 5]", [("", 3), ("", 5)]),
         ("XYZ [2]", [("XYZ", 2)]),  # an unknown ticker used as a label is still a company
-        ("Q3 10-Q paragraph 4 of CWT", [("CWT", 10), ("CWT", 4)]),
+        # "10-Q" names a report, not paragraph 10 (this case once expected ("CWT", 10) too)
+        ("Q3 10-Q paragraph 4 of CWT", [("CWT", 4)]),
     ],
 )
 def test_evidence_values(value, expected):
+    assert list(parse_evidence(value, COMPANIES)) == expected
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        # numbers that are not paragraph indices: a report name, a year, an amount, a table
+        ("CWT's 10-Q, paragraph 16", [("CWT", 16)]),
+        ("CWT [16] (Q3 2023)", [("CWT", 16)]),
+        ("CWT 16 ($125 million)", [("CWT", 16)]),
+        ("Table 3, CWT paragraph 5", [("CWT", 5)]),
+        ("CWT 16, up 2.5%", [("CWT", 16)]),
+        # with brackets, only bracketed numbers (and those after "paragraph") are indices
+        ("CWT [16], 2 tables", [("CWT", 16)]),
+        ("CWT [1]; paragraphs 3 and 4 of AWK", [("CWT", 1), ("AWK", 3), ("AWK", 4)]),
+    ],
+)
+def test_evidence_numbers_that_are_not_paragraph_indices(value, expected):
+    assert list(parse_evidence(value, COMPANIES)) == expected
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        ("Paragraph 16 (CWT), paragraph 3 (AWK)", [("CWT", 16), ("AWK", 3)]),
+        ("CWT [2]; paragraph 3 of AWK", [("CWT", 2), ("AWK", 3)]),
+        ("CWT: 16 (AWK: 3)", [("CWT", 16), ("AWK", 3)]),  # "(AWK: 3)" opens AWK's own list
+    ],
+)
+def test_a_company_named_right_after_a_number_owns_it(value, expected):
     assert list(parse_evidence(value, COMPANIES)) == expected
 
 
@@ -153,6 +185,68 @@ def test_knowledge_values():
     assert parse_indices("1-3, clause 9") == (1, 2, 3)
 
 
+def test_knowledge_indices_are_bracketed_or_leading_numbers():
+    # "100" belongs to the formula, not to the list of indices
+    assert parse_indices("[3] ROE = NI/equity * 100") == (3,)
+    assert parse_indices("2 (ROE formula), 5 (interest coverage)") == (2, 5)
+    assert parse_indices("ROE = net income / equity * 100 [4]") == (4,)
+    answer = parse_answer("1. ROE rose.\nEvidence: CWT [1]\nKnowledge: [3] ROE = NI/equity * 100", COMPANIES)
+    assert answer.knowledge == {3}
+
+
+def _only_clause(text):
+    answer = parse_answer(text, COMPANIES)
+    assert not answer.parse_failure and len(answer.clauses) == 1
+    return answer.clauses[0]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # fenced code indented under a list item
+        "1. CWT grew.\n- Evidence: CWT [2]\n- Code:\n  ```python\n  def f():\n      return 1\n  ```\n- Knowledge: []",
+        # unfenced code indented after "Code:"
+        "1. CWT grew.\nEvidence: CWT [2]\nCode:\n    def f():\n        return 1\n\nKnowledge: []",
+    ],
+)
+def test_indented_code_is_dedented_so_it_runs(text):
+    (snippet,) = _only_clause(text).code
+    assert snippet == "def f():\n    return 1"
+    compile(snippet, "<snippet>", "exec")  # no IndentationError
+
+
+@pytest.mark.parametrize("label", ["Code:", "**Code:**", "- Code:"])
+def test_fence_opened_on_the_code_line(label):
+    text = f"1. CWT grew 25%.\nEvidence: CWT [16]\n{label} ```python\ndef g():\n    return 25.0\n```\nKnowledge: [3]"
+    clause = _only_clause(text)
+    assert clause.text == "CWT grew 25%."  # the code's lines are not clause text
+    assert clause.code == ("def g():\n    return 25.0",)
+    assert clause.evidence == (("CWT", 16),) and clause.knowledge == (3,)
+
+
+@pytest.mark.parametrize("prose", ["None needed", "N/A - read from the table", "Calculated from paragraph 16"])
+def test_json_code_prose_is_no_snippet(prose):
+    assert code_from_json(prose) == ()
+    answer = parse_answer(json.dumps([{"text": "CWT grew", "evidence": {"CWT": [1]}, "code": prose}]), COMPANIES)
+    assert not answer.parse_failure and answer.code == ()
+    assert code_from_json("def f():\n    return 1") == ("def f():\n    return 1",)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        json.dumps(["CWT grew 5%.", "AWK fell 2%."]),
+        json.dumps({"clauses": [{"text": "CWT grew 5%."}, {"text": "AWK fell 2%."}]}),
+    ],
+)
+def test_json_without_attributions_is_a_parse_failure_as_in_text(text):
+    # the JSON twin of "1. A claim.\n2. Another claim.", which is a parse failure
+    answer = parse_answer(text, COMPANIES)
+    assert answer.parse_failure and answer.clauses == ()
+    labelled = json.dumps({"clauses": [{"text": "CWT grew 5%.", "evidence": []}, {"text": "AWK fell 2%."}]})
+    assert not parse_answer(labelled, COMPANIES).parse_failure  # an empty attribution is one
+
+
 def test_evidence_scores_by_hand():
     # predicted {CWT16, AWK3}, reference {CWT16, CWT17}: one hit -> P = R = F1 = 1/2
     assert evidence_prf([("CWT", 16), ("awk", 3)], [("CWT", 16), ("CWT", 17)]) == (0.5, 0.5, 0.5)
@@ -164,11 +258,16 @@ def test_evidence_scores_by_hand():
     assert evidence_prf([("", 16)], [("CWT", 16)]) == (0.0, 0.0, 0.0)  # no company never matches
 
 
+def test_knowledge_recall_without_reference_knowledge_does_not_depend_on_the_answer():
+    assert knowledge_recall([], []) == knowledge_recall([1], []) == knowledge_recall([1, 2, 3], []) == 1.0
+    assert knowledge_recall([], [4]) == 0.0  # the reference's index is missed
+
+
 def test_knowledge_recall_by_hand():
     assert knowledge_recall([2, 9], [2, 5]) == 0.5
     assert knowledge_recall([2, 5, 9], [2, 5]) == 1.0
     assert knowledge_recall([], []) == 1.0
-    assert knowledge_recall([1], []) == 0.0
+    assert knowledge_recall([1], []) == 1.0  # nothing to recall (was 0.0 under the numeric convention)
     assert knowledge_recall([], [1]) == 0.0
 
 

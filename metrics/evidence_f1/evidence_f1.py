@@ -24,9 +24,11 @@ answers); an answer without any attribution is a parse failure and cites nothing
 - Evidence precision / recall / F1: over the set of (company, paragraph index) pairs cited in
   all clauses of the answer against those of the reference. Companies compare
   case-insensitively; "inferred from clause N" is no evidence.
-- Knowledge recall: the share of the reference's knowledge indices the answer cites.
+- Knowledge recall: the share of the reference's knowledge indices the answer cites; 1 when
+  the reference cites none (nothing to recall), whatever the answer cites.
 
-Both sides empty scores 1, exactly one side empty scores 0. Scores are averaged over examples.
+For evidence, both sides empty scores 1 and exactly one side empty scores 0. Scores are
+averaged over examples.
 """
 
 _KWARGS_DESCRIPTION = """

@@ -2,6 +2,7 @@
 
 import doctest
 import importlib.util
+import json
 
 import evaluate
 import pytest
@@ -9,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lm_eval_fin.paths
+from lm_eval_fin import finlfqa
 
 MODULES = ("fin_numeric_match", "evidence_f1")
 
@@ -38,6 +40,29 @@ def test_numeric_match_by_hand(metrics):
         references=["3,000 thousand", "3.97", "none", "12"],
     )
     assert got == {"numeric_precision": 0.75, "numeric_recall": 0.75, "numeric_f1": 0.75, "n_examples": 4}
+
+
+ANSWER_WITH_CODE = (
+    "1. CWT's net interest expense rose 25% to $125 million.\nEvidence: CWT [1]\nCode:\n"
+    "```python\ndef growth():\n    return (125 - 100) / 100 * 100\n```\nKnowledge: [0]"
+)
+REFERENCE_TEXT = "CWT's net interest expense grew 25% to $125 million."
+
+
+def test_numeric_match_scores_clause_text_as_the_task_does(metrics):
+    # clause text {25, 1.25e8} vs reference {25, 1.25e8}: P = R = F1 = 1. Scored raw, the
+    # code's 125 and 100 would count too: 125 matches 1.25e8 (factor 1e6), 100 matches
+    # nothing, so P = 3/4 (R = 1, F1 = 6/7).
+    module = metrics["fin_numeric_match"].compute(predictions=[ANSWER_WITH_CODE], references=[REFERENCE_TEXT])
+    assert (module["numeric_precision"], module["numeric_recall"], module["numeric_f1"]) == (1.0, 1.0, 1.0)
+    doc = {
+        "id": "d", "has_reference": True, "companies": ["CWT", "AWK"], "question": "q", "reports": "",
+        "knowledge": "", "scoring": "{}",
+        "reference_clauses": json.dumps([{"text": REFERENCE_TEXT, "evidence": [["CWT", 1]], "code": [], "knowledge": [0]}]),
+    }
+    task = finlfqa.score_document(doc, ANSWER_WITH_CODE)
+    for name in ("numeric_precision", "numeric_recall", "numeric_f1"):
+        assert module[name] == pytest.approx(task[name]), name
 
 
 def test_evidence_f1_by_hand_and_bad_reference(metrics):

@@ -4,6 +4,7 @@
 import datasets
 import evaluate
 
+from lm_eval_fin.attribution import parse_answer
 from lm_eval_fin.numbers import numeric_prf
 
 _CITATION = """\
@@ -22,6 +23,12 @@ separators, decimals, signs, accounting negatives "(1.2)", %, currency symbols a
 words (thousand, million, billion, trillion and k, m, mn, bn, b, tn, ...) are understood, so
 "3 million", "3,000 thousand" and "3,000,000" are one value; clause enumerators ("1.", "2)"),
 citation markers ("[16]") and pointers ("paragraph 16", "clause 2") are not values.
+Parentheses holding a unit, "(25%)", or directly after another figure, "25% ($25 million)",
+are not accounting negatives.
+
+A prediction in the FinLFQA answer format is scored on its clause texts, as the fin_lfqa task
+scores it: its Evidence, Code and Knowledge attributions (paragraph indices, the numbers in
+code) are not statements of the answer. A prediction without attributions is scored whole.
 
 Two values match when one, multiplied by a factor in {1, 100, 1000, 1e6, 0.01, 0.001, 1e-6},
 is within relative tolerance 0.01 of the other (so 3.965 matches 3.97, and 5% matches 0.05).
@@ -34,7 +41,8 @@ averaged over examples.
 _KWARGS_DESCRIPTION = """
 Computes mean numeric precision, recall and F1 over examples.
 Args:
-    predictions: list of answers (strings); None or "" is an answer without numbers.
+    predictions: list of answers (strings); None or "" is an answer without numbers. Answers
+        in the FinLFQA clause format are scored on their clause texts.
     references: list of reference answers (strings), one per prediction.
 Returns:
     "numeric_precision", "numeric_recall", "numeric_f1" (means over examples, in [0, 1])
@@ -63,7 +71,8 @@ class FinNumericMatch(evaluate.Metric):
         )
 
     def _compute(self, predictions, references):
-        scores = [numeric_prf(p, r) for p, r in zip(predictions, references)]
+        # The task scores parse_answer(answer).text; the module must give the same numbers.
+        scores = [numeric_prf(parse_answer(p).text, r) for p, r in zip(predictions, references)]
         n = len(scores)
         results = {
             name: (sum(s[i] for s in scores) / n if n else 0.0)

@@ -126,6 +126,9 @@ def run_harness(args: list[str]) -> int:
     return 0
 
 
+DEMO_EMS_ANSWER_TOKENS = 384
+
+
 def demo_runs(output_path: str | None, limit: int | None) -> list[list[str]]:
     """lm-eval arguments of ``make demo``, one harness run per benchmark (each reads its own
     ``data_path``): the embedded model on the shipped synthetic samples, offline: the
@@ -135,11 +138,14 @@ def demo_runs(output_path: str | None, limit: int | None) -> list[list[str]]:
              "--apply_chat_template", "--batch_size", "4"]
     metadata = {
         "fin_agentbench": {"data_path": str(paths.data_path("finagentbench_demo"))},
-        "fin_ems": {"data_path": str(paths.data_path("ems_demo")), "judge": "none", "bertscore_model": "offline"},
+        "fin_ems": {"data_path": str(paths.data_path("ems_demo")), "judge": "none", "bertscore_model": "offline",
+                    "max_gen_toks": DEMO_EMS_ANSWER_TOKENS},
     }
+    # shorter answers than the task's 1024 tokens keep the demo within a few minutes on 2 cores
+    gen_kwargs = {"fin_ems": ["--gen_kwargs", f"max_gen_toks={DEMO_EMS_ANSWER_TOKENS}"]}
     runs = []
     for task, task_metadata in metadata.items():
-        argv = [*model, "--tasks", task, "--metadata", json.dumps(task_metadata)]
+        argv = [*model, "--tasks", task, "--metadata", json.dumps(task_metadata), *gen_kwargs.get(task, [])]
         if output_path:
             argv += ["--output_path", str(Path(output_path) / task), "--log_samples"]
         if limit:

@@ -14,7 +14,14 @@ import time
 
 from lm_eval_fin import paths
 
-TASKS = {"fin_agentbench": {"data_path": "finagentbench_demo"}}
+# task -> (metadata, gen_kwargs): as `make demo` runs them (fin_ems offline, 384-token answers)
+TASKS = {
+    "fin_agentbench": ({"data_path": "finagentbench_demo"}, None),
+    "fin_ems": (
+        {"data_path": "ems_demo", "judge": "none", "bertscore_model": "offline", "max_gen_toks": 384},
+        "max_gen_toks=384",
+    ),
+}
 
 
 def run() -> list[dict]:
@@ -36,13 +43,14 @@ def run() -> list[dict]:
 
     model.generate_until = timed_generate_until
     rows = []
-    for task, metadata in TASKS.items():
+    for task, (metadata, gen_kwargs) in TASKS.items():
         generation_s = 0.0
-        metadata = {k: str(paths.data_path(v)) for k, v in metadata.items()}
+        metadata = dict(metadata, data_path=str(paths.data_path(metadata["data_path"])))
         manager = TaskManager(include_path=str(paths.tasks_dir()), metadata=metadata)
         start = time.perf_counter()
         out = lm_eval.simple_evaluate(
-            model=model, tasks=[task], task_manager=manager, apply_chat_template=True, log_samples=True
+            model=model, tasks=[task], task_manager=manager, apply_chat_template=True, log_samples=True,
+            gen_kwargs=gen_kwargs,
         )
         wall_s = time.perf_counter() - start
 
@@ -60,6 +68,10 @@ def run() -> list[dict]:
              "ratio": generation_s / wall_s, "unit": "s", "note": "share of wall time"},
             {"figure": f"{task} demo: our scoring (s)", "ours": scoring_s, "peer": wall_s,
              "ratio": scoring_s / wall_s, "unit": "s", "note": "process_results over all samples; share of wall time"},
+            # corpus metrics (EMS, BERTScore) run inside lm-eval's aggregation: this bounds them
+            {"figure": f"{task} demo: all but generation (s)", "ours": wall_s - generation_s, "peer": wall_s,
+             "ratio": (wall_s - generation_s) / wall_s, "unit": "s",
+             "note": "harness bookkeeping + per-document and corpus scoring (model loads included); share of wall time"},
         ]
         print(json.dumps(out["results"], indent=1, default=str)[:2000])
     return rows

@@ -228,11 +228,11 @@ def run_fincards(
         by_key = {k: card if card is not None else cards.fallback_card(distinct[k]) for k, card in zip(keys, made)}
         for qi, (q, s1) in enumerate(zip(queries, stage1)):
             card_of[qi] = {chunk: by_key[cards.chunk_key(q.chunks[chunk])] for chunk in s1.candidates}
-    card_cost = metered.cost([("cards", k) for k in distinct]) if metered else Cost()
+    cost_of_card = {k: metered.cost([("cards", k)]) for k in distinct} if metered else {}
+    card_cost = sum(cost_of_card.values(), Cost())
     # a card serves every query whose candidates include its chunk: they share its cost
     card_share = split_by_use(
-        {k: metered.cost([("cards", k)]) for k in distinct} if metered else {},
-        [{cards.chunk_key(q.chunks[c]) for c in s1.candidates} for q, s1 in zip(queries, stage1)],
+        cost_of_card, [{cards.chunk_key(q.chunks[c]) for c in s1.candidates} for q, s1 in zip(queries, stage1)]
     )
 
     # Intents (stage 2 reads them).

@@ -108,13 +108,19 @@ def options_from_env() -> dict[str, Any]:
     text = os.environ.get(JUDGE_OPTIONS_ENV, "").strip()
     if not text:
         return {}
-    try:
-        options = json.loads(text)
-    except ValueError as exc:
-        raise ValueError(f"${JUDGE_OPTIONS_ENV} is not JSON ({exc}): {text!r}") from exc
-    if not isinstance(options, dict):
-        raise ValueError(f"${JUDGE_OPTIONS_ENV} must be a JSON object of judge options, got {text!r}")
-    return check_options(options, f"${JUDGE_OPTIONS_ENV} option")
+    return check_options(_options_object(text, f"${JUDGE_OPTIONS_ENV}"), f"${JUDGE_OPTIONS_ENV} option")
+
+
+def _options_object(value: Any, where: str) -> dict:
+    """``value`` as an object of judge options: a dict, or a JSON text of one."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"{where} is not JSON ({exc}): {value!r}") from exc
+    if not isinstance(value, dict):
+        raise ValueError(f"{where} must be a JSON object of judge options, got {value!r}")
+    return value
 
 
 def options_from_metadata(metadata: Mapping[str, Any], task: str = "task") -> dict[str, Any]:
@@ -125,14 +131,7 @@ def options_from_metadata(metadata: Mapping[str, Any], task: str = "task") -> di
         key[len("judge_"):]: value for key, value in metadata.items()
         if key.startswith("judge_") and key != "judge_options"
     }
-    nested = metadata.get("judge_options") or {}
-    if isinstance(nested, str):
-        try:
-            nested = json.loads(nested)
-        except ValueError as exc:
-            raise ValueError(f"{task}: metadata judge_options is not a JSON object: {nested!r}") from exc
-    if not isinstance(nested, dict):
-        raise ValueError(f"{task}: metadata judge_options must be an object of judge options, got {nested!r}")
+    nested = _options_object(metadata.get("judge_options") or {}, f"{task}: metadata judge_options")
     known = option_fields()
     unknown = sorted({f"judge_{name}" for name in flat if name not in known}
                      | {f"judge_options.{name}" for name in nested if name not in known})

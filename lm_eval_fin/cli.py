@@ -156,9 +156,7 @@ def demo_runs(output_path: str | None, limit: int | None) -> list[list[str]]:
 
 def run_demo(output_path: str | None, limit: int | None) -> int:
     for argv in demo_runs(output_path, limit):
-        status = run_harness(argv)
-        if status:
-            return status
+        run_harness(argv)  # lm-eval raises on failure, which stops the demo
     return 0
 
 

@@ -6,6 +6,7 @@ failure, and failed for the reason the layer in charge gives, so that a snippet 
 accident (a typo in the attack) cannot pass for containment.
 """
 
+import importlib.util
 import os
 import socket
 import stat
@@ -388,7 +389,7 @@ HOSTILE = {
     "fork_exec_via_imp": """
         import _imp, importlib.machinery
         def f():
-            spec = importlib.machinery.PathFinder.find_spec("_posixsubprocess")
+            spec = importlib.machinery.ModuleSpec("_posixsubprocess", None, origin=EXTENSIONS["_posixsubprocess"])
             return _imp.create_dynamic(spec).fork_exec
     """,
     "os_system": """
@@ -554,7 +555,7 @@ HOSTILE = {
     "socket_via_imp": """
         import _imp, importlib.machinery
         def f():
-            spec = importlib.machinery.PathFinder.find_spec("_socket")
+            spec = importlib.machinery.ModuleSpec("_socket", None, origin=EXTENSIONS["_socket"])
             _socket = _imp.create_dynamic(spec)
             connection = _socket.socket()
             connection.connect(("127.0.0.1", PORT))
@@ -597,7 +598,8 @@ HOSTILE = {
     "ctypes_via_imp": """
         import _imp, importlib.machinery
         def f():
-            return _imp.create_dynamic(importlib.machinery.PathFinder.find_spec("_ctypes"))
+            spec = importlib.machinery.ModuleSpec("_ctypes", None, origin=EXTENSIONS["_ctypes"])
+            return _imp.create_dynamic(spec)
     """,
     "recursion": """
         def f():
@@ -686,6 +688,21 @@ EXPECTED_ERROR = {
 }
 
 
+# Extension modules the *_via_imp attacks load with _imp.create_dynamic. Their paths come from
+# this (unsandboxed) process: inside the sandbox, sys.path holds /proc/self/fd/N entries on
+# which a path finder may find nothing, and the attack must reach the import guard itself.
+IMP_ATTACK_EXTENSIONS = ("_posixsubprocess", "_socket", "_ctypes")
+
+
+def extension_paths(names):
+    paths = {}
+    for name in names:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin and os.path.isfile(spec.origin), f"no extension file for {name}"
+        paths[name] = spec.origin
+    return paths
+
+
 @pytest.fixture(scope="module")
 def attack():
     """Run the whole hostile suite once, against a world-writable folder outside the
@@ -705,6 +722,7 @@ def attack():
         f"VICTIM = {str(victim)!r}\nOUTSIDE_DIR = {str(outside)!r}\n"
         f"SECRET_FILE = {str(secret_file)!r}\nSECRET_NAME = {SECRET_NAME!r}\n"
         f"PORT = {server.getsockname()[1]}\n"
+        f"EXTENSIONS = {extension_paths(IMP_ATTACK_EXTENSIONS)!r}\n"
     )
     names = list(HOSTILE)
     try:

@@ -41,11 +41,13 @@ Scores, per example (the task averages them over examples):
 
 from __future__ import annotations
 
-import json
 import re
 import textwrap
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
+
+from lm_eval_fin.jsontext import as_int, field, loads_lenient
+from lm_eval_fin.prf import set_prf
 
 Evidence = tuple[str, int]
 
@@ -347,26 +349,6 @@ _ATTRIBUTION_KEYS = frozenset(_EVIDENCE_KEYS + _CODE_KEYS + _KNOWLEDGE_KEYS)
 _CLAUSE_LIST_KEYS = ("clauses", "answer", "answers", "response", "claims")
 
 
-def _first(mapping: dict, keys: Sequence[str]) -> Any:
-    lowered = {str(k).lower(): v for k, v in mapping.items()}
-    for key in keys:
-        if key in lowered:
-            return lowered[key]
-    return None
-
-
-def _as_int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
-
-
 def evidence_from_json(value: Any, companies: Iterable[str] = ()) -> tuple[Evidence, ...]:
     """Evidence in any JSON shape a model or the dataset uses: ``{"CWT": [16], "AWK": []}``,
     ``[["CWT", 16]]``, ``["CWT 16"]``, ``[{"company": "CWT", "paragraph": 16}]``, a string."""
@@ -378,30 +360,30 @@ def evidence_from_json(value: Any, companies: Iterable[str] = ()) -> tuple[Evide
         return parse_evidence(value, companies)
     pairs: list[Evidence] = []
     if isinstance(value, dict):
-        company = _first(value, ("company", "ticker", "doc", "document", "source"))
+        company = field(value, ("company", "ticker", "doc", "document", "source"))[1]
         if company is not None:
-            indices = _first(value, ("paragraph", "paragraphs", "index", "indices", "idx", "id", "ids"))
+            indices = field(value, ("paragraph", "paragraphs", "index", "indices", "idx", "id", "ids"))[1]
             indices = indices if isinstance(indices, list) else [indices]
             name = known.get(str(company).upper(), str(company).strip())
-            pairs.extend((name, n) for n in map(_as_int, indices) if n is not None)
+            pairs.extend((name, n) for n in map(as_int, indices) if n is not None)
         else:
             for key, indices in value.items():
                 name = known.get(str(key).upper(), str(key).strip())
                 if isinstance(indices, (list, tuple)):
-                    pairs.extend((name, n) for n in map(_as_int, indices) if n is not None)
-                elif _as_int(indices) is not None:
-                    pairs.append((name, _as_int(indices)))
+                    pairs.extend((name, n) for n in map(as_int, indices) if n is not None)
+                elif as_int(indices) is not None:
+                    pairs.append((name, as_int(indices)))
                 elif isinstance(indices, str):
                     pairs.extend((name, n) for n in parse_indices(indices))
     elif isinstance(value, (list, tuple)):
         for item in value:
             if (
                 isinstance(item, (list, tuple)) and len(item) == 2
-                and isinstance(item[0], str) and _as_int(item[1]) is not None
+                and isinstance(item[0], str) and as_int(item[1]) is not None
             ):
-                pairs.append((known.get(item[0].upper(), item[0].strip()), _as_int(item[1])))
-            elif _as_int(item) is not None:
-                pairs.append(("", _as_int(item)))
+                pairs.append((known.get(item[0].upper(), item[0].strip()), as_int(item[1])))
+            elif as_int(item) is not None:
+                pairs.append(("", as_int(item)))
             else:
                 pairs.extend(evidence_from_json(item, companies))
     return tuple(dict.fromkeys(pairs))
@@ -428,8 +410,8 @@ def code_from_json(value: Any) -> tuple[str, ...]:
 def knowledge_from_json(value: Any) -> tuple[int, ...]:
     if value is None or isinstance(value, bool):
         return ()
-    if _as_int(value) is not None:
-        return (_as_int(value),)
+    if as_int(value) is not None:
+        return (as_int(value),)
     if isinstance(value, str):
         return parse_indices(value)
     if isinstance(value, (list, tuple)):
@@ -448,45 +430,24 @@ def clause_from_json(item: Any, companies: Iterable[str] = ()) -> Clause | None:
         return Clause(text=item.strip())
     if not isinstance(item, dict):
         return None
-    text = _first(item, _TEXT_KEYS)
+    text = field(item, _TEXT_KEYS)[1]
     if not isinstance(text, str):
         return None
-    evidence_value = _first(item, _EVIDENCE_KEYS)
+    evidence_value = field(item, _EVIDENCE_KEYS)[1]
     return Clause(
         text=text.strip(),
         evidence=evidence_from_json(evidence_value, companies),
-        code=code_from_json(_first(item, _CODE_KEYS)),
-        knowledge=knowledge_from_json(_first(item, _KNOWLEDGE_KEYS)),
+        code=code_from_json(field(item, _CODE_KEYS)[1]),
+        knowledge=knowledge_from_json(field(item, _KNOWLEDGE_KEYS)[1]),
         inferred_from=inferred_clauses(evidence_value) if isinstance(evidence_value, str) else (),
     )
-
-
-_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
-_JSON_FENCE = re.compile(r"```[ \t]*(?:json|JSON)[ \t]*\n(?P<body>.*?)(?:```|\Z)", re.DOTALL)
-
-
-def _json_candidate(text: str) -> Any:
-    """The JSON value the answer consists of (bare, or in a ```json fence), else None."""
-    fence = _JSON_FENCE.search(text)
-    body = fence["body"] if fence else text.strip()
-    if not body[:1] in ("{", "["):
-        return None
-    closing = "}" if body[0] == "{" else "]"
-    body = body[: body.rfind(closing) + 1]
-    # Trailing commas are the slip models make most often in hand-written JSON.
-    for candidate in (body, _TRAILING_COMMA.sub(r"\1", body)):
-        try:
-            return json.loads(candidate)
-        except (ValueError, RecursionError):
-            continue
-    return None
 
 
 def _clauses_from_json(value: Any, companies: Sequence[str]) -> tuple[Clause, ...]:
     """The clauses of a JSON answer; none unless some clause has an attribution key, so that
     a list of bare claims is a parse failure as "1. A claim.\n2. Another." is in text."""
     if isinstance(value, dict):
-        value = _first(value, _CLAUSE_LIST_KEYS)
+        value = field(value, _CLAUSE_LIST_KEYS)[1]
     if not isinstance(value, list) or not any(_has_attribution(item) for item in value):
         return ()
     clauses = [clause_from_json(item, companies) for item in value]
@@ -710,7 +671,7 @@ def parse_answer(text: str | None, companies: Sequence[str] = ()) -> ParsedAnswe
     """
     raw = _as_text(text).replace("\r\n", "\n").replace("\x00", "")
     companies = list(companies)
-    as_json = _json_candidate(raw)
+    as_json = loads_lenient(raw)
     if as_json is not None:
         clauses = _clauses_from_json(as_json, companies)
         if clauses:
@@ -726,18 +687,6 @@ def parse_answer(text: str | None, companies: Sequence[str] = ()) -> ParsedAnswe
 
 def _normalise_evidence(pairs: Iterable[Evidence]) -> set[tuple[str, int]]:
     return {(str(company).strip().upper(), int(index)) for company, index in pairs}
-
-
-def set_prf(predicted: set, reference: set) -> tuple[float, float, float]:
-    """Precision, recall, F1 of two sets; both empty (1, 1, 1), one empty (0, 0, 0)."""
-    if not predicted and not reference:
-        return 1.0, 1.0, 1.0
-    if not predicted or not reference:
-        return 0.0, 0.0, 0.0
-    hits = len(predicted & reference)
-    precision, recall = hits / len(predicted), hits / len(reference)
-    f1 = 2 * precision * recall / (precision + recall) if hits else 0.0
-    return precision, recall, f1
 
 
 def evidence_prf(

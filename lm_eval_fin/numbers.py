@@ -35,6 +35,8 @@ import math
 import re
 from typing import Iterable, Sequence
 
+from lm_eval_fin.prf import prf
+
 RELATIVE_TOLERANCE = 0.01
 SCALE_FACTORS: tuple[float, ...] = (1.0, 100.0, 1000.0, 1e6, 0.01, 0.001, 1e-6)
 
@@ -156,26 +158,14 @@ class _SortedValues:
         return any(self.has_close(value * factor) for factor in SCALE_FACTORS)
 
 
-def values_match(a: float, b: float) -> bool:
-    """True when ``a`` times some scale factor is within the relative tolerance of ``b``."""
-    return any(
-        math.isclose(a * factor, b, rel_tol=RELATIVE_TOLERANCE, abs_tol=0.0)
-        for factor in SCALE_FACTORS
-    )
-
-
 def prf_of_values(predicted: Sequence[float], reference: Sequence[float]) -> tuple[float, float, float]:
     """Precision, recall, F1 of two value sets; both empty gives (1, 1, 1), one empty (0, 0, 0)."""
     predicted, reference = set(predicted), set(reference)
-    if not predicted and not reference:
-        return 1.0, 1.0, 1.0
-    if not predicted or not reference:
-        return 0.0, 0.0, 0.0
     reference_index, predicted_index = _SortedValues(reference), _SortedValues(predicted)
-    precision = sum(reference_index.matches(m) for m in predicted) / len(predicted)
-    recall = sum(predicted_index.matches(g) for g in reference) / len(reference)
-    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return precision, recall, f1
+    return prf(
+        sum(reference_index.matches(m) for m in predicted), len(predicted),
+        sum(predicted_index.matches(g) for g in reference), len(reference),
+    )
 
 
 def numeric_prf(prediction: str | None, reference: str | None) -> tuple[float, float, float]:

@@ -20,6 +20,8 @@ import math
 import re
 from typing import Hashable, Iterable, Mapping, Sequence
 
+from lm_eval_fin.jsontext import strip_fences
+
 GAINS = ("exponential", "linear")
 RELEVANCE_THRESHOLD = 1
 
@@ -108,7 +110,6 @@ _INDEX_MENTION = re.compile(r"\bIndex\s*#?\s*(\d+)\b", re.IGNORECASE)
 _BARE_LIST = re.compile(r"(?<![\w.])\d+(?:\s*,\s*\d+)+(?![\w.])")
 # An enumerated line: "1. 10-K", "- Earnings", "2) 8-K".
 _ENUMERATED = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022])\s*(.+?)\s*$", re.MULTILINE)
-_FENCE = re.compile(r"```[a-zA-Z0-9_-]*")
 
 
 def _integers(text: str) -> list[int]:
@@ -165,7 +166,7 @@ def parse_ranking(
     if not isinstance(text, str) or not text:
         return None
     by_key = {str(c): c for c in candidates}
-    text = _FENCE.sub(" ", text)
+    text = strip_fences(text)
 
     def usable(ids: Iterable[Hashable]) -> list[Hashable]:
         return unique(by_key[str(i)] for i in ids if str(i) in by_key)

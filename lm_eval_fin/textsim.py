@@ -23,6 +23,8 @@ import math
 from pathlib import Path
 from typing import Callable, Sequence
 
+from lm_eval_fin.prf import f1
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_BERTSCORE_MODEL = "roberta-large"
@@ -71,10 +73,6 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
     return len(a) - v.bit_count()
 
 
-def _f_measure(precision: float, recall: float) -> float:
-    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-
-
 def rouge_l(
     predictions: Sequence[str | None],
     references: Sequence[str | None],
@@ -97,7 +95,7 @@ def rouge_l(
             continue
         common = lcs_length(pred_tokens, ref_tokens)
         precision, recall = common / len(pred_tokens), common / len(ref_tokens)
-        scores.append((precision, recall, _f_measure(precision, recall)))
+        scores.append((precision, recall, f1(precision, recall)))
     return scores
 
 

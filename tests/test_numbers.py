@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lm_eval_fin.numbers import extract_numbers, numeric_prf, values_match
+from lm_eval_fin.numbers import extract_numbers, numeric_prf, prf_of_values
 
 
 @pytest.mark.parametrize(
@@ -57,7 +57,7 @@ def test_papers_scale_and_rounding_examples():
     assert numeric_prf("3 million", "3,000 thousand") == (1.0, 1.0, 1.0)
     assert numeric_prf("3,000,000", "3 million") == (1.0, 1.0, 1.0)
     assert numeric_prf("3.965", "3.97") == (1.0, 1.0, 1.0)
-    assert values_match(3.965, 3.97)
+    assert prf_of_values([3.965], [3.97]) == (1.0, 1.0, 1.0)
 
 
 @pytest.mark.parametrize(
@@ -75,8 +75,9 @@ def test_papers_scale_and_rounding_examples():
     ],
 )
 def test_value_matching(a, b, match):
-    assert values_match(a, b) is match
-    assert values_match(b, a) is match  # symmetric
+    expected = (1.0, 1.0, 1.0) if match else (0.0, 0.0, 0.0)
+    assert prf_of_values([a], [b]) == expected
+    assert prf_of_values([b], [a]) == expected  # symmetric
 
 
 def test_precision_recall_f1_by_hand():

@@ -16,7 +16,7 @@ from lm_eval_fin.rerank import bm25, cli, screening, tournament, zeroshot
 from lm_eval_fin.rerank.audit import card_matches, fill_ranking
 from lm_eval_fin.rerank.cards import card_request, chunk_key, fallback_card, parse_card
 from lm_eval_fin.rerank.intent import coverage_quotas, parse_intent, satisfies_quota
-from lm_eval_fin.rerank.jsontext import as_enum, as_id, parse_json_object
+from lm_eval_fin.jsontext import as_enum, as_id, parse_json_object
 from lm_eval_fin.rerank.screening import Pick, group_picks, merge_picks, parse_selection, round_robin_groups
 from lm_eval_fin.rerank.tournament import (
     Tournament,
@@ -734,7 +734,7 @@ def test_cli_errors_are_clear(tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize(
     "module",
-    ["jsontext", "bm25", "cards", "intent", "screening", "tournament", "audit"],
+    ["bm25", "cards", "intent", "screening", "tournament", "audit"],
 )
 def test_docstring_examples(module):
     import doctest

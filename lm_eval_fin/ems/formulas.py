@@ -23,6 +23,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from lm_eval_fin.prf import f1
+
 NO_MATCH = -1
 
 
@@ -52,10 +54,6 @@ def check_alignment(alignment: Sequence[int], scores: Sequence[float], n_answer_
             or not 0 <= score <= 1
         ):
             raise AlignmentError(f"scores[{i}] = {score!r} is not a number in [0, 1]")
-
-
-def f1(precision: float, recall: float) -> float:
-    return 0.0 if precision + recall == 0 else 2 * precision * recall / (precision + recall)
 
 
 def ems_scores(

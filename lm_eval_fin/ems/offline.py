@@ -45,6 +45,8 @@ import re
 from collections import Counter
 from typing import Sequence
 
+from lm_eval_fin.prf import f1
+
 # Content-word F1 at or above which two points count as stating the same thing. Paraphrases
 # of one fact score about 0.35-0.7 on earnings-call statements; different facts of the same
 # call share topic words ("revenue", "quarter") and score about 0.05-0.25.
@@ -377,8 +379,7 @@ def _overlap_f1(a: Counter, b: Counter) -> float:
     common = sum((a & b).values())
     if common == 0:
         return 0.0
-    precision, recall = common / sum(b.values()), common / sum(a.values())
-    return 2 * precision * recall / (precision + recall)
+    return f1(common / sum(b.values()), common / sum(a.values()))
 
 
 def match_points(

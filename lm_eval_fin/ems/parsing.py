@@ -6,13 +6,12 @@ counts what stays unreadable as a parse failure); none raises on any string.
 
 from __future__ import annotations
 
-import ast
-import json
 import math
 import re
 from typing import Any
 
-_FENCE = re.compile(r"```(?:json|JSON|python)?\s*(.*?)```", re.DOTALL)
+from lm_eval_fin.jsontext import json_values
+
 _SIGNED = r"[-−]?\d+(?:\.\d+)?"
 _NUMBER = re.compile(rf"(?<![\w.]){_SIGNED}")
 _INTEGER = re.compile(r"(?<![\w.])[-−]?\d+(?!\.\d|\w)")
@@ -35,68 +34,6 @@ _POINT_KEYS = ("point", "text", "content", "statement", "saliency_point")
 _LIST_KEYS = ("points", "saliency_points", "key_points", "items", "list")
 _MATCH_KEYS = ("match", "index", "best_match", "answer_point")
 _SCORE_KEYS = ("score", "rating", "value")
-
-
-def _candidate_texts(text: str) -> list[str]:
-    """The text itself, then the bodies of any code fences in it."""
-    return [text, *(m.group(1) for m in _FENCE.finditer(text))]
-
-
-def _balanced_spans(text: str, opener: str, closer: str, max_restarts: int = 4) -> list[str]:
-    """Top-level substrings from an ``opener`` to its matching ``closer``, in order.
-
-    Quotes are honoured only inside brackets (prose apostrophes before a list must not open a
-    string). An opener that is never closed restarts the scan just after it, at most
-    ``max_restarts`` times, so that junk input costs linear time.
-    """
-    spans: list[str] = []
-    position, restarts = 0, 0
-    while position < len(text):
-        depth, quote, escaped, start = 0, None, False, -1
-        for index in range(position, len(text)):
-            char = text[index]
-            if quote:
-                if escaped:
-                    escaped = False
-                elif char == "\\":
-                    escaped = True
-                elif char == quote:
-                    quote = None
-            elif depth and char in "\"'":
-                quote = char
-            elif char == opener:
-                if depth == 0:
-                    start = index
-                depth += 1
-            elif char == closer and depth:
-                depth -= 1
-                if depth == 0:
-                    spans.append(text[start : index + 1])
-        if depth == 0 or restarts >= max_restarts:
-            break
-        restarts += 1
-        position = start + 1
-    return spans
-
-
-def _load_structured(span: str) -> Any:
-    for loader in (json.loads, ast.literal_eval):
-        try:
-            return loader(span)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            continue
-    return None
-
-
-def _structured_values(text: str, opener: str, closer: str) -> list[Any]:
-    """Every JSON (or Python-literal) value of the given bracket kind found in ``text``."""
-    values = []
-    for candidate in _candidate_texts(text):
-        for span in _balanced_spans(candidate, opener, closer):
-            value = _load_structured(span)
-            if value is not None:
-                values.append(value)
-    return values
 
 
 def _as_point(item: Any) -> str | None:
@@ -139,7 +76,7 @@ def parse_points(text: str | None) -> list[str] | None:
     """
     if not isinstance(text, str):
         return None
-    for value in _structured_values(text, "[", "]") + _structured_values(text, "{", "}"):
+    for value in json_values(text, "[") + json_values(text, "{"):
         points = _as_point_list(value)
         if points is not None:
             return points
@@ -152,7 +89,7 @@ def _to_number(token: str) -> float:
 
 def _keyed_value(text: str, keys: tuple[str, ...]) -> tuple[bool, Any]:
     """(found, value) for the first of ``keys`` in the first JSON object of ``text`` with one."""
-    for value in _structured_values(text, "{", "}"):
+    for value in json_values(text, "{"):
         if isinstance(value, dict):
             for key in keys:
                 if key in value:

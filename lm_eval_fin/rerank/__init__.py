@@ -13,7 +13,7 @@ Stages, one module each:
 * :mod:`~lm_eval_fin.rerank.pipeline`: the five variants of the paper's ablation end to end;
 * :mod:`~lm_eval_fin.rerank.cli`: ``lm-eval-fin rerank``.
 
-Every judge-facing format has a tolerant parser (:mod:`~lm_eval_fin.rerank.jsontext`) and a
+Every judge-facing format has a tolerant parser (:mod:`lm_eval_fin.jsontext`) and a
 fallback, so an unusable answer is counted and never ends a run. Each module's docstring
 says where we follow the paper and where its public code, when the two differ.
 """

@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from lm_eval_fin.judge.base import JudgeRequest
-from lm_eval_fin.rerank.jsontext import as_enum, as_flag, as_share, as_strings, parse_json_object
+from lm_eval_fin.jsontext import as_enum, as_flag, as_share, as_strings, parse_json_object
 
 ROLES = ("primary_evidence", "supporting_context", "definition", "caveat", "boilerplate", "heading")
 EVIDENCE_TYPES = ("table_numeric", "narrative_numeric", "qualitative", "policy_text", "guidance", "none")

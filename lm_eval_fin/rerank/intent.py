@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from lm_eval_fin.judge.base import JudgeRequest
-from lm_eval_fin.rerank.jsontext import as_enum, as_flag, as_strings, parse_json_object
+from lm_eval_fin.jsontext import as_enum, as_flag, as_strings, parse_json_object
 
 TOPICS = (
     "Revenue", "Costs/Expenses", "Profitability", "Liquidity", "Guidance/Outlook", "Risk", "ESG",

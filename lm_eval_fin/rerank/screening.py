@@ -47,7 +47,7 @@ from lm_eval_fin.judge.base import JudgeRequest
 from lm_eval_fin.ranking import parse_ranking
 from lm_eval_fin.rerank.cards import render_card
 from lm_eval_fin.rerank.intent import DEFINITION, TREND, satisfies_quota
-from lm_eval_fin.rerank.jsontext import as_id, parse_json_object
+from lm_eval_fin.jsontext import as_id, parse_json_object
 
 GROUP_SIZE = 25
 MIN_KEEP = 8

@@ -45,7 +45,7 @@ from typing import Hashable, Mapping, Sequence
 from lm_eval_fin.judge.base import JudgeRequest
 from lm_eval_fin.ranking import parse_ranking
 from lm_eval_fin.rerank.cards import render_card
-from lm_eval_fin.rerank.jsontext import as_id, parse_json_object
+from lm_eval_fin.jsontext import as_id, parse_json_object
 
 SMALL_GROUP = 15
 LARGE_GROUP = 25

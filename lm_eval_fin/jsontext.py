@@ -1,33 +1,148 @@
-"""Tolerant reading of the JSON objects the judge writes at every FinCARDS stage.
+"""Tolerant reading of the JSON that models and judges write, for every parser of the package.
 
-Judges wrap JSON in code fences or prose, and an answer cut off by the token budget ends in
-the middle of a list. :func:`parse_json_object` takes the first JSON object in the text; when
-that one was cut off it is repaired, by cutting it back to the last complete value and closing
-the open brackets, so a card or a selection that ran out of tokens still yields the fields it
-did write (the complete objects nested inside it do not win over it; a stray brace in prose
-before the answer does not win over the answer). No JSON object at all is None (a parse
-failure).
+Models wrap JSON in code fences or prose, write Python literals with single quotes, leave
+trailing commas, and an answer cut off by the token budget ends in the middle of a list. The
+readers here never raise on any input and bound their work on junk:
 
-The ``as_*`` helpers then coerce the values a schema allows: enums whatever their case or
-spelling, flags written as strings, shares clipped to [0, 1], ids written as "[Chunk Index 7]".
-Nothing here raises on junk; the stages decide what a missing value means.
+* :func:`strip_fences` removes code-fence markers;
+* :func:`json_values` finds every bracketed JSON (or Python-literal) value of one kind in a text;
+* :func:`loads_lenient` reads a text that IS one JSON value (bare or in a ```json fence,
+  trailing commas forgiven);
+* :func:`parse_json_object` takes the first JSON object in a text, repairing a truncated one
+  by cutting it back to its last complete value and closing the open brackets, so a judge's
+  object that ran out of tokens still yields the fields it did write;
+* :func:`field` looks a key up whatever its case, trying several spellings;
+* the ``as_*`` helpers coerce the values a schema allows: integers, enums whatever their case
+  or spelling, flags written as strings, shares clipped to [0, 1], ids written as
+  "[Chunk Index 7]".
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
-from typing import Any, Mapping, TypeVar
+from typing import Any, Mapping, Sequence, TypeVar
 
 D = TypeVar("D")  # the default of a coercion, returned as is
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*")
+_FENCED_BODY = re.compile(r"```(?:json|JSON|python)?\s*(.*?)```", re.DOTALL)
+_JSON_FENCE = re.compile(r"```[ \t]*(?:json|JSON)[ \t]*\n(?P<body>.*?)(?:```|\Z)", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _DECODER = json.JSONDecoder()
 # How many cut points of a truncated object to try, from the end backwards: enough for any
 # real answer, and it bounds the work on megabytes of junk.
 _MAX_REPAIR_TRIES = 64
 _MAX_OPENINGS = 32
 _MAX_DEPTH = 64
+
+
+def strip_fences(text: str) -> str:
+    """``text`` with its code-fence markers (```json, ```) turned into spaces."""
+    return _FENCE.sub(" ", text)
+
+
+def _balanced_spans(text: str, opener: str, closer: str, max_restarts: int = 4) -> list[str]:
+    """Top-level substrings from an ``opener`` to its matching ``closer``, in order.
+
+    Quotes are honoured only inside brackets (prose apostrophes before a list must not open a
+    string). An opener that is never closed restarts the scan just after it, at most
+    ``max_restarts`` times, so that junk input costs linear time.
+    """
+    spans: list[str] = []
+    position, restarts = 0, 0
+    while position < len(text):
+        depth, quote, escaped, start = 0, None, False, -1
+        for index in range(position, len(text)):
+            char = text[index]
+            if quote:
+                if escaped:
+                    escaped = False
+                elif char == "\\":
+                    escaped = True
+                elif char == quote:
+                    quote = None
+            elif depth and char in "\"'":
+                quote = char
+            elif char == opener:
+                if depth == 0:
+                    start = index
+                depth += 1
+            elif char == closer and depth:
+                depth -= 1
+                if depth == 0:
+                    spans.append(text[start : index + 1])
+        if depth == 0 or restarts >= max_restarts:
+            break
+        restarts += 1
+        position = start + 1
+    return spans
+
+
+def _load_structured(span: str) -> Any:
+    for loader in (json.loads, ast.literal_eval):
+        try:
+            return loader(span)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    return None
+
+
+def json_values(text: str, opener: str = "{") -> list[Any]:
+    """Every JSON (or Python-literal) value opened by ``opener`` (``"{"`` or ``"["``) in
+    ``text``, then in the bodies of its code fences, in order.
+
+    >>> json_values('Sure: {"score": 7} and {bad}')
+    [{'score': 7}]
+    >>> json_values("```python\\n['a', 'b']\\n```", "[")
+    [['a', 'b'], ['a', 'b']]
+    """
+    closer = {"{": "}", "[": "]"}[opener]
+    values = []
+    for candidate in (text, *(m.group(1) for m in _FENCED_BODY.finditer(text))):
+        for span in _balanced_spans(candidate, opener, closer):
+            value = _load_structured(span)
+            if value is not None:
+                values.append(value)
+    return values
+
+
+def loads_lenient(text: str) -> Any:
+    """The JSON value ``text`` consists of (bare, or in a ```json fence; trailing commas, the
+    slip models make most often in hand-written JSON, forgiven), else None.
+
+    >>> loads_lenient('```json\\n{"a": [1, 2,],}\\n```')
+    {'a': [1, 2]}
+    >>> loads_lenient("The answer is 3.") is None
+    True
+    """
+    fence = _JSON_FENCE.search(text)
+    body = fence["body"] if fence else text.strip()
+    if body[:1] not in ("{", "["):
+        return None
+    closing = "}" if body[0] == "{" else "]"
+    body = body[: body.rfind(closing) + 1]
+    for candidate in (body, _TRAILING_COMMA.sub(r"\1", body)):
+        try:
+            return json.loads(candidate)
+        except (ValueError, RecursionError):
+            continue
+    return None
+
+
+def field(mapping: Mapping, names: Sequence[str]) -> tuple[Any, Any]:
+    """``(key, value)`` of the first of ``names`` that ``mapping`` has, whatever the key's case;
+    ``(None, None)`` when it has none.
+
+    >>> field({"Question": "q", "ID": 7}, ("id", "qid"))
+    ('ID', 7)
+    """
+    lowered = {str(key).lower(): key for key in mapping}
+    for name in names:
+        if name in lowered:
+            return lowered[name], mapping[lowered[name]]
+    return None, None
 
 
 def parse_json_object(text: object) -> dict[str, Any] | None:
@@ -46,7 +161,7 @@ def parse_json_object(text: object) -> dict[str, Any] | None:
         text = text.decode("utf-8", errors="replace")
     if not isinstance(text, str):
         return None
-    text = _FENCE.sub(" ", text)
+    text = strip_fences(text)
     openings = [m.start() for m in re.finditer(r"\{", text)][:_MAX_OPENINGS]
     if not openings:
         return None
@@ -175,6 +290,23 @@ def as_strings(value: Any, limit: int = 6, length: int = 80) -> list[str]:
 
 
 _INTEGER = re.compile(r"-?\d+")
+
+
+def as_int(value: Any) -> int | None:
+    """An integer written as an int, an integral float or a string of digits; None otherwise.
+
+    >>> as_int(7), as_int(3.0), as_int(" 12 "), as_int(True), as_int("7a")
+    (7, 3, 12, None, None)
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value.strip())
+    return None
 
 
 def as_id(value: Any) -> int | None:

@@ -26,6 +26,7 @@ demo: $(STAMP)
 	$(BIN)/lm-eval-fin demo
 
 test: $(STAMP)
+	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 
 bench: $(STAMP)

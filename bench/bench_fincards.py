@@ -85,10 +85,10 @@ class OrderKeepingJudge:
 
 
 def run() -> list[dict]:
+    import bm25s  # noqa: F401  (its import, about 0.4 s once per process, is not BM25 work)
+
     from lm_eval_fin.rerank import VARIANTS, FinCardsConfig, Query, run_fincards
     from lm_eval_fin.rerank.bm25 import FilingIndex, bm25_stage, candidate_count
-
-    import bm25s  # noqa: F401  (its import, about 0.4 s once per process, is not BM25 work)
 
     chunks, questions = make_filing()
     k = candidate_count(len(chunks))

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 
 def read_jsonl(path: str | Path, error: type[Exception] = ValueError) -> Iterator[tuple[str, object]]:

@@ -22,7 +22,8 @@ from __future__ import annotations
 import ast
 import json
 import re
-from typing import Any, Mapping, Sequence, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any, TypeVar
 
 D = TypeVar("D")  # the default of a coercion, returned as is
 
@@ -292,6 +293,20 @@ def as_strings(value: Any, limit: int = 6, length: int = 80) -> list[str]:
 _INTEGER = re.compile(r"-?\d+")
 
 
+def as_text(value: object) -> str:
+    """Inputs other than text are read, not rejected: None is empty, bytes are decoded
+    (undecodable bytes replaced), anything else is its ``str``.
+
+    >>> as_text(None), as_text(b"caf\\xc3\\xa9"), as_text(12)
+    ('', 'café', '12')
+    """
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value if isinstance(value, str) else str(value)
+
+
 def as_int(value: Any) -> int | None:
     """An integer written as an int, an integral float or a string of digits; None otherwise.
 
@@ -316,13 +331,7 @@ def as_id(value: Any) -> int | None:
     >>> as_id(7), as_id("[Chunk Index 12]"), as_id(3.0), as_id(True), as_id("none")
     (7, 12, 3, None, None)
     """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
     if isinstance(value, str):
         match = _INTEGER.search(value)
         return int(match.group(0)) if match else None
-    return None
+    return as_int(value)

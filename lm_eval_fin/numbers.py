@@ -33,8 +33,9 @@ from __future__ import annotations
 import bisect
 import math
 import re
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
+from lm_eval_fin.jsontext import as_text
 from lm_eval_fin.prf import prf
 
 RELATIVE_TOLERANCE = 0.01
@@ -92,15 +93,6 @@ _NOT_VALUES = re.compile(
 )
 
 
-def _as_text(text: object) -> str:
-    """Inputs other than text are scored, not rejected: None is empty, bytes are decoded."""
-    if text is None:
-        return ""
-    if isinstance(text, bytes):
-        return text.decode("utf-8", errors="replace")
-    return text if isinstance(text, str) else str(text)
-
-
 def _is_year(digits: str) -> bool:
     return len(digits) == 4 and digits.isdigit() and 1900 <= int(digits) <= 2100
 
@@ -119,7 +111,7 @@ def extract_numbers(text: str | None) -> list[float]:
     >>> extract_numbers("1. Net loss was (1.2) bn in Q3.")
     [-1200000000.0]
     """
-    text = _NOT_VALUES.sub(" ", _as_text(text))
+    text = _NOT_VALUES.sub(" ", as_text(text))
     values: list[float] = []
     seen: set[float] = set()
     bare_figure_end = None  # where the last figure outside parentheses ended

@@ -6,7 +6,7 @@ both empty agree completely (1, 1, 1); one empty side shares nothing with the ot
 
 from __future__ import annotations
 
-from typing import Hashable, Iterable
+from collections.abc import Hashable, Iterable
 
 
 def f1(precision: float, recall: float) -> float:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 
 from lm_eval_fin.jsontext import strip_fences
 

@@ -20,8 +20,8 @@ import functools
 import importlib.util
 import logging
 import math
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from lm_eval_fin.prf import f1
 

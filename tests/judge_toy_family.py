@@ -5,6 +5,7 @@ Its judge is the echo server of tests/openai_server.py: the answer to "grade: <t
 back. A sample whose answer asks the server for another reply gets an unparsable answer.
 """
 
+from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.judge import JudgeRequest, complete_parsed
 
 PREFIX = "echo: grade: "
@@ -24,3 +25,6 @@ def rescore(samples, judge):
         "toy_parse_failures": float(len(scores) - len(scored)),
     }
     return metrics, [{"toy_score": s, "parse_failure": s is None} for s in scores]
+
+
+BENCHMARK = Benchmark(name="fin_toy", tasks=("fin_toy",), rescore=rescore)

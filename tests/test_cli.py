@@ -8,18 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import cli, paths
+from lm_eval_fin import paths
+from lm_eval_fin.harness import demo, outputs, run
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
-FIN_TASKS = ["fin_agentbench", "fin_agentbench_doc", "fin_agentbench_chunk"]
+FIN_TASKS = ["fin_agentbench", "fin_agentbench_doc", "fin_agentbench_chunk", "fin_ems", "fin_lfqa", "fin_lfqa_test"]
 
 
 def test_tasks_dir_subcommand_prints_the_task_folder(tmp_path):
     out = subprocess.run([BIN / "lm-eval-fin", "tasks-dir"], capture_output=True, text=True, cwd=tmp_path, check=True)
     folder = Path(out.stdout.strip())
     assert folder == paths.tasks_dir()
-    assert (folder / "finagentbench" / "fin_agentbench_doc.yaml").is_file()
+    assert (folder / "fin_agentbench" / "fin_agentbench_doc.yaml").is_file()
 
 
 def test_lm_eval_lists_every_fin_task(tmp_path):
@@ -32,21 +33,21 @@ def test_lm_eval_lists_every_fin_task(tmp_path):
 
 
 def test_run_forwards_to_the_harness_with_our_include_path():
-    argv = cli.harness_argv(["--tasks", "fin_agentbench_doc", "--limit", "1"])
+    argv = run.harness_argv(["--tasks", "fin_agentbench_doc", "--limit", "1"])
     assert argv == ["lm-eval", "run", "--include_path", str(paths.tasks_dir()), "--tasks", "fin_agentbench_doc", "--limit", "1"]
     with pytest.raises(SystemExit, match="sets --include_path itself"):
-        cli.harness_argv(["--include_path", "/elsewhere"])
+        run.harness_argv(["--include_path", "/elsewhere"])
 
 
 def test_run_takes_the_judge_flags_out_for_the_harness(monkeypatch):
     monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", json.dumps({"seed": 7, "max_retries": 9}))
-    judge_args, rest = cli.split_judge_arguments(
+    judge_args, rest = run.split_judge_arguments(
         ["--model", "hf", "--judge", "openai:http://127.0.0.1:8000/v1/#m", "--tasks", "fin_lfqa",
          "--judge-max-retries=1", "--judge-timeout", "30", "--log_samples"]
     )
     assert rest == ["--model", "hf", "--tasks", "fin_lfqa", "--log_samples"]
     assert judge_args == ["--judge", "openai:http://127.0.0.1:8000/v1/#m", "--judge-max-retries=1", "--judge-timeout", "30"]
-    environment = cli.judge_environment(judge_args)
+    environment = run.judge_environment(judge_args)
     assert environment["LM_EVAL_FIN_JUDGE"] == "openai:http://127.0.0.1:8000/v1#m"
     # the flags given, over what the environment already had
     assert json.loads(environment["LM_EVAL_FIN_JUDGE_OPTIONS"]) == {"seed": 7, "max_retries": 1, "timeout_s": 30.0}
@@ -91,10 +92,13 @@ def test_wheel_ships_tasks_metrics_and_data(tmp_path):
     wheel = next(tmp_path.glob("lm_eval_fin-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for expected in [
-        "lm_eval_fin/tasks/finagentbench/fin_agentbench.yaml",
-        "lm_eval_fin/tasks/finagentbench/_default_template_yaml",
-        "lm_eval_fin/tasks/finagentbench/utils.py",
-        "lm_eval_fin/tasks/finagentbench/README.md",
+        "lm_eval_fin/tasks/fin_agentbench/_fin_agentbench.yaml",
+        "lm_eval_fin/tasks/fin_agentbench/_default_template_yaml",
+        "lm_eval_fin/tasks/fin_agentbench/utils.py",
+        "lm_eval_fin/tasks/fin_agentbench/README.md",
+        "lm_eval_fin/tasks/fin_lfqa/utils.py",
+        "lm_eval_fin/benchmarks/fin_lfqa/task.py",
+        "lm_eval_fin/harness/settings.py",
         "lm_eval_fin/metrics/ndcg_rerank/ndcg_rerank.py",
         "lm_eval_fin/metrics/ndcg_rerank/README.md",
         "lm_eval_fin/data/finagentbench_demo/document_ranking_demo.jsonl",
@@ -102,19 +106,26 @@ def test_wheel_ships_tasks_metrics_and_data(tmp_path):
         assert expected in names
 
 
-def test_run_puts_the_ems_details_next_to_lm_evals_output(monkeypatch, tmp_path):
-    monkeypatch.delenv("LM_EVAL_FIN_DETAILS_DIR", raising=False)
-    out = tmp_path / "out"
-    assert cli.details_environment(["--tasks", "fin_ems", "--output_path", str(out)]) == {
-        "LM_EVAL_FIN_DETAILS_DIR": str(out / "ems_details")
-    }
-    assert cli.details_environment(["--tasks", "fin_ems"]) == {}
-    monkeypatch.setenv("LM_EVAL_FIN_DETAILS_DIR", str(tmp_path / "chosen"))
-    assert cli.details_environment(["--output_path", str(out)]) == {}  # the user's choice stands
+def test_details_go_next_to_lm_evals_output(tmp_path, monkeypatch):
+    environ = {}
+    argv = ["--model", "hf", "--output_path", str(tmp_path / "out"), "--log_samples"]
+    folder = outputs.set_details_dir_from_argv(argv, environ)
+    assert folder == tmp_path / "out" / "ems_details" and environ[outputs.DETAILS_ENV] == str(folder)
+    environ = {}
+    outputs.set_details_dir_from_argv(["-o", str(tmp_path / "res.json")], environ)
+    assert environ[outputs.DETAILS_ENV] == str(tmp_path / "ems_details")  # lm-eval writes beside the file
+    environ = {}
+    outputs.set_details_dir_from_argv([f"--output_path={tmp_path / 'o2'}"], environ)
+    assert environ[outputs.DETAILS_ENV] == str(tmp_path / "o2" / "ems_details")
+    environ = {outputs.DETAILS_ENV: str(tmp_path / "mine")}  # a folder the user chose wins
+    assert outputs.set_details_dir_from_argv(["-o", str(tmp_path / "out")], environ) == tmp_path / "mine"
+    assert outputs.set_details_dir_from_argv(["--tasks", "fin_ems"], {}) is None
+    monkeypatch.chdir(tmp_path)
+    assert outputs.details_dir_for_output("rel") == tmp_path / "rel" / "ems_details"
 
 
 def test_demo_runs_each_benchmark_on_its_own_shipped_sample_offline():
-    runs = cli.demo_runs("out", 2)
+    runs = demo.demo_runs("out", 2)
     assert [argv[argv.index("--tasks") + 1] for argv in runs] == ["fin_agentbench", "fin_ems"]
     for argv in runs:
         metadata = json.loads(argv[argv.index("--metadata") + 1])

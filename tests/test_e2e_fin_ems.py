@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import paths
-from lm_eval_fin.ems import harness
+from lm_eval_fin.benchmarks.fin_ems.prompt import TRUNCATION_MARK
 
 BIN = Path(sys.executable).parent
 MAX_LENGTH, MAX_GEN_TOKS = 480, 16  # small enough that the demo transcripts must be cut
@@ -101,7 +101,7 @@ def test_with_the_embedded_model_as_judge(workdir, embedded_model_dir, embedded_
     # the demo transcript is longer than the context allows: cut, question kept whole
     assert value(results, "truncated_documents") == 1
     prompt = samples[0]["arguments"]["gen_args_0"]["arg_0"]
-    assert harness.TRUNCATION_MARK.strip() in prompt
+    assert TRUNCATION_MARK.strip() in prompt
     assert samples[0]["doc"]["question"] in prompt
     assert "Left truncation" not in stderr  # lm-eval did not have to cut anything itself
     (run_details,) = details

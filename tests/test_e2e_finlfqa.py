@@ -9,14 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lm_eval_fin import finlfqa
+from lm_eval_fin.benchmarks.fin_lfqa import task
+from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.judge import load_judge
 from lm_eval_fin.textsim import offline_bertscore_model
 from tests.finlfqa_fixtures import write_hub_fixture
 from tests.openai_server import ServerProcess
 
 BIN = Path(sys.executable).parent
-METRICS = finlfqa.PER_DOCUMENT_METRICS + finlfqa.CORPUS_METRICS
+METRICS = tuple(taskfiles.higher_is_better("fin_lfqa"))
 
 
 def test_lm_eval_runs_fin_lfqa_on_a_hub_schema_fixture(tmp_path, embedded_model_dir, embedded_judge_spec, judge_cache):
@@ -46,8 +47,11 @@ def test_lm_eval_runs_fin_lfqa_on_a_hub_schema_fixture(tmp_path, embedded_model_
         ],
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900,
     )
-    assert run.returncode == 0, run.stderr[-4000:]
     results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]["fin_lfqa"]
+    # a reply the 135M judge left unreadable is no score, and the run says so in its exit status
+    unreadable = results["judge_parse_failure,none"] > 0
+    assert run.returncode == (1 if unreadable else 0), run.stderr[-4000:]
+    assert ("answered unreadably" in run.stderr) is unreadable
     for metric in METRICS:
         assert f"{metric},none" in results, metric
     for metric in ("numeric_f1", "evidence_f1", "knowledge_recall", "rouge_l", "code_exec_rate",
@@ -56,13 +60,13 @@ def test_lm_eval_runs_fin_lfqa_on_a_hub_schema_fixture(tmp_path, embedded_model_
     assert results["judge_skipped,none"] == 0.0
     judge_score = results["judge_score,none"]
     assert math.isnan(judge_score) or 3.0 <= judge_score <= 15.0
-    assert "FinLFQA judge hf:" in run.stderr  # the batch summary
+    assert "FinLFQA judge [hf:" in run.stderr  # the batch summary
 
     # Re-scoring the logged samples reads every judge answer from the cache the run filled.
     samples = [json.loads(line) for line in next(out.rglob("samples_fin_lfqa_*.jsonl")).read_text().splitlines()]
     assert len(samples) == 2
     judge = load_judge(embedded_judge_spec)
-    metrics, details = finlfqa.rescore(samples, judge)
+    metrics, details = task.rescore(samples, judge)
     assert judge.stats.model_calls == 0 and judge.stats.cache_hits >= 2
     assert len(details) == 2
     for name in ("judge_score", "judge_parse_failure"):

@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from lm_eval_fin import cli
+from lm_eval_fin.benchmarks.fin_ems.data import DISK_NAME, JSONL_NAME, DatasetError, read_dataset
 from lm_eval_fin.builders import earnings_call as ec
 from lm_eval_fin.judge import JudgeOptions, JudgeResponse, parse_spec
 from lm_eval_fin.judge.cache import JudgeCache
@@ -124,17 +125,20 @@ def test_questions_default_to_the_papers_five():
 
 
 def test_read_dataset_errors(tmp_path):
-    with pytest.raises(ec.BuildError, match="does not exist"):
-        ec.read_dataset(tmp_path / "nothing.jsonl")
-    with pytest.raises(ec.BuildError, match="holds no dataset"):
-        ec.read_dataset(tmp_path)
+    with pytest.raises(DatasetError, match="does not exist"):
+        read_dataset(tmp_path / "nothing.jsonl")
+    with pytest.raises(DatasetError, match="holds no dataset"):
+        read_dataset(tmp_path)
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"id": "x", "question": "q"}) + "\n")
-    with pytest.raises(ec.BuildError, match="lacks text fields"):
-        ec.read_dataset(bad)
+    bad.write_text(json.dumps({"id": "x", "question": "q", "transcript": "t"}) + "\n")
+    with pytest.raises(DatasetError, match="record 1: no reference; expected"):
+        read_dataset(bad)
+    bad.write_text(json.dumps({"id": "x", "question": "q", "transcript": "t", "reference": 3}) + "\n")
+    with pytest.raises(DatasetError, match="record 1: reference is a int, not text"):
+        read_dataset(bad)
     bad.write_text("{not json\n")
-    with pytest.raises(ec.BuildError, match="not JSON"):
-        ec.read_dataset(bad)
+    with pytest.raises(DatasetError, match="not JSON"):
+        read_dataset(bad)
 
 
 def test_build_with_the_embedded_model_in_all_three_roles(tmp_path, embedded_judge_spec, judge_cache, capsys):
@@ -172,13 +176,16 @@ def test_build_with_the_embedded_model_in_all_three_roles(tmp_path, embedded_jud
     assert summary["transcripts"] == ["CTSO 2024-11-06"]  # the July call reports Q2; no NWND call
     assert summary["records"] == 1 and summary["skipped"] == []
 
-    from_jsonl = ec.read_dataset(out / ec.JSONL_NAME)
-    from_disk = ec.read_dataset(out / ec.DISK_NAME)
-    assert from_jsonl == ec.read_dataset(out)  # the output folder reads as its saved dataset
+    from_jsonl = read_dataset(out / JSONL_NAME)
+    from_disk = read_dataset(out / DISK_NAME)
+    assert from_jsonl == read_dataset(out)  # the output folder reads as its saved dataset
     assert [r["id"] for r in from_jsonl] == ["CTSO-2024-11-06-q5"]
     assert [r["reference"] for r in from_disk] == [r["reference"] for r in from_jsonl]
     record = from_jsonl[0]
-    assert set(record) == set(ec.RECORD_FIELDS)
+    assert set(record) == {
+        "id", "company", "ticker", "call_date", "fiscal_period", "question_id", "question", "transcript",
+        "reference", "provenance",
+    }
     assert record["transcript"] == CONTOSO and record["reference"].strip()
     assert record["fiscal_period"] == "FY2025 Q1" and record["call_date"] == "2024-11-06"
     provenance = record["provenance"]
@@ -256,7 +263,7 @@ def test_one_spec_for_both_answerers_still_makes_two_answers(scripted_build, cap
     assert "both answers come from one model" in caplog.text
     summary = json.loads(capsys.readouterr().out)
     assert summary["records"] == 2
-    (record, _) = ec.read_dataset(out)
+    (record, _) = read_dataset(out)
     assert record["provenance"]["answer_decoding"] == {
         "answerer_a": {"seed": 0, "temperature": None},
         "answerer_b": {"seed": 1, "temperature": ec.SAME_MODEL_TEMPERATURE},
@@ -304,7 +311,7 @@ def test_prompt_hashes_cover_the_whole_request_templates(scripted_build, monkeyp
     run, _ = scripted_build
     code, out = run("--judge", "hf:one-model")
     assert code == 0
-    provenance = ec.read_dataset(out)[0]["provenance"]
+    provenance = read_dataset(out)[0]["provenance"]
     assert {key: provenance[key] for key in before} == before
 
 

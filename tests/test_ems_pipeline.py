@@ -8,8 +8,10 @@ import re
 
 import pytest
 
-from lm_eval_fin.ems import harness, prompts
+from lm_eval_fin.benchmarks.fin_ems import task
+from lm_eval_fin.ems import prompts
 from lm_eval_fin.ems.pipeline import metric_names, run_ems
+from lm_eval_fin.harness import corpus, outputs
 from lm_eval_fin.judge import JudgeOptions, JudgeResponse, parse_spec
 from lm_eval_fin.judge.cache import JudgeCache
 from lm_eval_fin.judge.core import CachedJudge
@@ -221,24 +223,6 @@ def test_extraction_fallbacks_are_reported_on_their_own(tmp_path, caplog):
     assert "ems_extract_fallbacks" not in metric_names("offline", ["rouge"])
 
 
-def test_details_go_next_to_lm_evals_output(tmp_path, monkeypatch):
-    environ = {}
-    argv = ["--model", "hf", "--output_path", str(tmp_path / "out"), "--log_samples"]
-    folder = harness.set_details_dir_from_argv(argv, environ)
-    assert folder == tmp_path / "out" / "ems_details" and environ[harness.DETAILS_ENV] == str(folder)
-    environ = {}
-    harness.set_details_dir_from_argv(["-o", str(tmp_path / "res.json")], environ)
-    assert environ[harness.DETAILS_ENV] == str(tmp_path / "ems_details")  # lm-eval writes beside the file
-    environ = {}
-    harness.set_details_dir_from_argv([f"--output_path={tmp_path / 'o2'}"], environ)
-    assert environ[harness.DETAILS_ENV] == str(tmp_path / "o2" / "ems_details")
-    environ = {harness.DETAILS_ENV: str(tmp_path / "mine")}  # a folder the user chose wins
-    assert harness.set_details_dir_from_argv(["-o", str(tmp_path / "out")], environ) == tmp_path / "mine"
-    assert harness.set_details_dir_from_argv(["--tasks", "fin_ems"], {}) is None
-    monkeypatch.chdir(tmp_path)
-    assert harness.details_dir_for_output("rel") == tmp_path / "rel" / "ems_details"
-
-
 def test_offline_run_is_named_offline_and_needs_no_judge():
     run = run_ems(
         ["Revenue rose 6% to $94.9 billion."], ["Revenue increased 6% to $94.9 billion."], scorers=["rouge"]
@@ -265,28 +249,26 @@ def test_empty_and_missing_texts_score_without_judge_calls(tmp_path):
     assert [len(batch) for batch in model.batches] == [1]  # only the one non-empty text was extracted
 
 
-def _docs(settings):
+def _docs(**metadata):
+    settings = task.BENCHMARK.read_settings("fin_ems", {"judge": "none", "bertscore_model": "offline", **metadata})
     return [
-        {"id": f"d{i}", "reference": ref, "scoring": json.dumps(settings), "truncated": i == 0}
+        {"id": f"d{i}", "reference": ref, "settings": settings.to_json(), "truncated": i == 0}
         for i, ref in enumerate(REFERENCES)
     ]
 
 
 def test_corpus_metrics_share_one_memoised_pass_and_write_details(tmp_path, monkeypatch, caplog):
-    caplog.set_level(logging.INFO, logger="lm_eval_fin.ems.harness")
-    monkeypatch.setenv(harness.DETAILS_ENV, str(tmp_path / "details"))
+    caplog.set_level(logging.INFO)
+    monkeypatch.setenv(outputs.DETAILS_ENV, str(tmp_path / "details"))
     passes = []
-    real = harness._run_corpus
-    monkeypatch.setattr(
-        harness, "_run_corpus", lambda payloads, key: passes.append(key) or real(payloads, key)
-    )
-    settings = {"judge": None, "judge_options": {}, "bertscore_model": "offline", "max_score": 10}
-    per_doc = [harness.process_results(doc, [answer]) for doc, answer in zip(_docs(settings), ANSWERS_SMALL)]
+    real = task.run_metrics
+    monkeypatch.setitem(corpus._PASSES, "fin_ems", lambda items, settings: passes.append(1) or real(items, settings))
+    per_doc = [task.process_results(doc, [answer]) for doc, answer in zip(_docs(), ANSWERS_SMALL)]
 
     assert per_doc[0]["truncated_documents"] == 1.0
-    assert harness.total([r["truncated_documents"] for r in per_doc]) == 1.0
-    corpus = [name for name, value in per_doc[0].items() if isinstance(value, list)]
-    assert corpus == [
+    assert task.total([r["truncated_documents"] for r in per_doc]) == 1.0
+    names = [name for name, value in per_doc[0].items() if isinstance(value, corpus.CorpusItem)]
+    assert names == [
         "bleu",
         "bertscore_f1",
         "ems_offline_rouge_precision",
@@ -296,7 +278,7 @@ def test_corpus_metrics_share_one_memoised_pass_and_write_details(tmp_path, monk
         "ems_offline_bertscore_recall",
         "ems_offline_bertscore_f1",
     ]
-    values = {name: harness.corpus_metric([r[name] for r in per_doc]) for name in corpus}
+    values = {name: task.corpus_metric([r[name] for r in per_doc]) for name in names}
     assert len(passes) == 1  # eight aggregations, one pass
     assert 0 <= values["ems_offline_rouge_f1"] <= 1 and 0 < values["bertscore_f1"] <= 1
 
@@ -309,20 +291,19 @@ def test_corpus_metrics_share_one_memoised_pass_and_write_details(tmp_path, monk
 
 
 def test_rescore_logged_samples(tmp_path):
-    settings = {"judge": None, "judge_options": {}, "bertscore_model": "offline", "max_score": 10}
     samples = [
         {"doc": doc, "filtered_resps": [answer], "resps": [[answer]]}
-        for doc, answer in zip(_docs(settings), ANSWERS_SMALL)
+        for doc, answer in zip(_docs(), ANSWERS_SMALL)
     ]
-    offline_metrics, offline_details = harness.rescore(samples, None)
+    offline_metrics, offline_details = task.rescore(samples, None)
     assert "ems_offline_rouge_f1" in offline_metrics and len(offline_details) == 2
 
     judge = scripted_judge(tmp_path / "c.sqlite", ScriptedModel())
-    metrics, details = harness.rescore(samples, judge)
+    metrics, details = task.rescore(samples, judge)
     assert metrics["ems_llm_f1"] == pytest.approx(sum(d["ems"]["llm"][2] for d in details) / 2)
     assert {"ems_rouge_f1", "ems_bertscore_f1", "bleu", "bertscore_f1", "ems_judge_model_calls"} <= set(
         metrics
     )
     assert details[0]["id"] == "d0"
     with pytest.raises(ValueError, match="reference"):
-        harness.rescore([{"doc": {}}], None)
+        task.rescore([{"doc": {}}], None)

@@ -5,19 +5,27 @@ import json
 import pytest
 
 from lm_eval_fin import paths
-from lm_eval_fin.ems import harness
+from lm_eval_fin.benchmarks.fin_ems import prompt, task
+from lm_eval_fin.harness import taskfiles
+from lm_eval_fin.harness.corpus import judge_for
+from lm_eval_fin.harness.fitting import prompt_fitter
+from lm_eval_fin.harness.settings import RunSettings, SettingsError
 
 DEMO = str(paths.data_path("ems_demo"))
 
 
+def settings_json(**metadata):
+    return task.BENCHMARK.read_settings("fin_ems", metadata).to_json()
+
+
 def test_missing_data_path_is_a_clear_error():
-    with pytest.raises(ValueError, match="data_path.*lm-eval-fin build earnings-call"):
-        harness.load_dataset(version=1.0)
+    with pytest.raises(SettingsError, match="fin_ems needs its data.*lm-eval-fin build earnings-call"):
+        task.load_dataset(version=1.0)
 
 
 def test_demo_set_loads_whole_without_a_tokenizer(monkeypatch):
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
-    docs = list(harness.load_dataset(data_path=DEMO)["test"])
+    docs = list(task.load_dataset(data_path=DEMO)["test"])
     assert [d["id"] for d in docs] == [
         "NWND-2024-10-24-q1",
         "NWND-2024-10-24-q5",
@@ -27,36 +35,35 @@ def test_demo_set_loads_whole_without_a_tokenizer(monkeypatch):
     assert all(
         "SYNTHETIC" in d["transcript"] and not d["truncated"] and d["transcript_tokens"] == -1 for d in docs
     )
-    assert json.loads(docs[0]["scoring"])["judge"] is None
-    prompt = harness.doc_to_text(docs[0])
-    assert prompt.index(docs[0]["transcript"]) < prompt.index(docs[0]["question"])  # the question comes last
+    assert RunSettings.from_json(docs[0]["settings"]).judge is None
+    text = task.doc_to_text(docs[0])
+    assert text.index(docs[0]["transcript"]) < text.index(docs[0]["question"])  # the question comes last
 
 
 def test_settings_from_metadata_and_environment(monkeypatch):
     monkeypatch.setenv("LM_EVAL_FIN_JUDGE", "hf:/some/model")
-    settings = harness.scoring_settings({"judge_max_tokens": 64, "max_score": 5, "dtype": "float32"})
-    assert settings["judge"] == "hf:/some/model"
-    assert settings["judge_options"] == {"max_tokens": 64}
+    read = task.BENCHMARK.read_settings
+    settings = read("fin_ems", {"judge_max_tokens": 64, "max_score": 5, "dtype": "float32"})
+    assert settings.judge == "hf:/some/model"
+    assert settings.judge_options == {"max_tokens": 64}
     assert settings["max_score"] == 5 and settings["max_attempts"] == 3
     assert settings["extract_max_tokens"] is None  # each text its own budget
-    assert harness.scoring_settings({"extract_max_tokens": 4096})["extract_max_tokens"] == 4096
-    with pytest.raises(ValueError, match="extract_max_tokens must be a positive integer"):
-        harness.scoring_settings({"extract_max_tokens": 0})
-    assert harness.scoring_settings({"judge": "none"})["judge"] is None  # explicit offline wins over the env
-    with pytest.raises(ValueError, match="max_score must be a positive integer"):
-        harness.scoring_settings({"max_score": 0})
-    with pytest.raises(ValueError, match="max_attempts"):
-        harness.scoring_settings({"max_attempts": "3"})
-    with pytest.raises(ValueError, match=r"unknown judge option\(s\) \['judge_max_token'\]"):
-        harness.scoring_settings({"judge_max_token": 64})
+    assert read("fin_ems", {"extract_max_tokens": 4096})["extract_max_tokens"] == 4096
+    with pytest.raises(SettingsError, match="fin_ems: metadata extract_max_tokens: expected a positive integer"):
+        read("fin_ems", {"extract_max_tokens": 0})
+    assert read("fin_ems", {"judge": "none"}).judge is None  # explicit offline wins over the env
+    with pytest.raises(SettingsError, match="max_score: expected a positive integer"):
+        read("fin_ems", {"max_score": 0})
+    with pytest.raises(SettingsError, match="max_attempts"):
+        read("fin_ems", {"max_attempts": "3"})
+    with pytest.raises(SettingsError, match=r"unknown judge option\(s\) \['judge_max_token'\]"):
+        read("fin_ems", {"judge_max_token": 64})
 
 
 def test_metric_names_follow_the_judge_setting():
     base = {"id": "x", "reference": "Revenue grew 5%.", "truncated": False}
-    with_judge = harness.process_results(
-        dict(base, scoring=json.dumps({"judge": "hf:m"})), ["Revenue grew 5%."]
-    )
-    offline = harness.process_results(dict(base, scoring=json.dumps({"judge": None})), ["Revenue grew 5%."])
+    with_judge = task.process_results(dict(base, settings=settings_json(judge="hf:m")), ["Revenue grew 5%."])
+    offline = task.process_results(dict(base, settings=settings_json(judge="none")), ["Revenue grew 5%."])
     assert with_judge["rouge_l_f1"] == offline["rouge_l_f1"] == 1.0
     assert {
         "ems_llm_f1",
@@ -69,16 +76,12 @@ def test_metric_names_follow_the_judge_setting():
     assert not any("offline" in name for name in with_judge)
     assert {"ems_offline_rouge_f1", "ems_offline_bertscore_f1"} <= set(offline)
     assert not any(name.startswith(("ems_llm", "ems_judge", "ems_parse", "ems_extract")) for name in offline)
-    assert offline["bleu"] == [
-        "bleu",
-        {
-            "id": "x",
-            "answer": "Revenue grew 5%.",
-            "reference": "Revenue grew 5%.",
-            "scoring": json.dumps({"judge": None}),
-        },
-    ]
-    assert harness.process_results(dict(base, scoring=json.dumps({"judge": None})), [])["rouge_l_f1"] == 0.0
+    item = offline["bleu"]
+    assert (item.metric, item.doc_id, dict(item.data)) == (
+        "bleu", "x", {"answer": "Revenue grew 5%.", "reference": "Revenue grew 5%."}
+    )
+    assert str(item) == "corpus-level bleu (doc x)"
+    assert task.process_results(dict(base, settings=settings_json(judge="none")), [])["rouge_l_f1"] == 0.0
 
 
 def test_transcripts_are_cut_to_fit_and_the_question_survives(embedded_model_dir):
@@ -89,61 +92,60 @@ def test_transcripts_are_cut_to_fit_and_the_question_survives(embedded_model_dir
         "max_gen_toks": max_gen_toks,
         "judge": "none",
     }
-    docs = list(harness.load_dataset(data_path=DEMO, **metadata)["test"])
+    docs = list(task.load_dataset(data_path=DEMO, **metadata)["test"])
     assert all(d["truncated"] and d["transcript_tokens"] > 200 for d in docs)
-    fitter = harness.prompt_fitter(metadata)
+    fitter = prompt_fitter(metadata, max_gen_toks, "fin_ems")
     for doc in docs:
-        prompt = fitter.tokenizer.apply_chat_template(
-            [{"role": "user", "content": harness.doc_to_text(doc)}],
+        text = fitter.tokenizer.apply_chat_template(
+            [{"role": "user", "content": task.doc_to_text(doc)}],
             tokenize=False,
             add_generation_prompt=True,
         )
-        assert (
-            len(fitter.tokenizer(prompt, add_special_tokens=False)["input_ids"]) <= max_length - max_gen_toks
-        )
-        assert doc["question"] in prompt and harness.TRUNCATION_MARK in doc["transcript"]
+        assert len(fitter.tokenizer(text, add_special_tokens=False)["input_ids"]) <= max_length - max_gen_toks
+        assert doc["question"] in text and prompt.TRUNCATION_MARK in doc["transcript"]
         assert doc["transcript"].startswith("SYNTHETIC DEMO TRANSCRIPT")  # the beginning is kept
 
-    roomy = list(harness.load_dataset(data_path=DEMO, **dict(metadata, max_length=8192))["test"])
+    roomy = list(task.load_dataset(data_path=DEMO, **dict(metadata, max_length=8192))["test"])
     assert not any(d["truncated"] for d in roomy)
     with pytest.raises(ValueError, match="cannot hold the prompt"):
-        harness.load_dataset(data_path=DEMO, **dict(metadata, max_length=200))
+        task.load_dataset(data_path=DEMO, **dict(metadata, max_length=200))
+
+
+def test_the_answer_budget_defaults_to_the_yaml(embedded_model_dir):
+    """Without max_gen_toks in the metadata, transcripts leave room for the YAML's answer budget."""
+    metadata = {"pretrained": str(embedded_model_dir), "max_length": 1100, "judge": "none"}
+    assert taskfiles.max_gen_toks("fin_ems") == 1024
+    with pytest.raises(ValueError, match="plus 1024 answer tokens"):
+        task.load_dataset(data_path=DEMO, **metadata)
 
 
 def test_unloadable_tokenizer_means_no_fitting(tmp_path, caplog):
-    docs = list(
-        harness.load_dataset(data_path=DEMO, pretrained=str(tmp_path / "no-model"), judge="none")["test"]
-    )
+    docs = list(task.load_dataset(data_path=DEMO, pretrained=str(tmp_path / "no-model"), judge="none")["test"])
     assert not any(d["truncated"] for d in docs)
     assert "not fitted to the context" in caplog.text
 
 
 def test_the_task_lists_every_metric_the_harness_reports():
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        pass
-
-    Loader.add_constructor("!function", lambda loader, node: loader.construct_scalar(node))
-    config = yaml.load((paths.tasks_dir() / "fin_ems" / "fin_ems.yaml").read_text(), Loader=Loader)
-    listed = {entry["metric"] for entry in config["metric_list"]}
+    listed = set(taskfiles.higher_is_better("fin_ems"))
     base = {"id": "x", "reference": "r", "truncated": False}
-    for judge in ("hf:m", None):
-        reported = harness.process_results(dict(base, scoring=json.dumps({"judge": judge})), ["a"])
+    for judge in ("hf:m", "none"):
+        reported = task.process_results(dict(base, settings=settings_json(judge=judge)), ["a"])
         assert set(reported) <= listed, set(reported) - listed
-    # `lm-eval-fin score` reads the direction of the corpus metrics from the module: same as the YAML
-    directions = {entry["metric"]: entry["higher_is_better"] for entry in config["metric_list"]}
-    assert harness.HIGHER_IS_BETTER == {name: directions[name] for name in harness.HIGHER_IS_BETTER}
-    assert set(harness.HIGHER_IS_BETTER) >= {"ems_llm_f1", "ems_offline_rouge_f1", "ems_parse_failures"}
+    assert set(task.CORPUS.metrics) | {"truncated_documents", "rouge_l_precision", "rouge_l_recall",
+                                       "rouge_l_f1"} == listed
 
 
 def test_judge_options_in_the_metadata_and_the_environment_reach_the_judge(monkeypatch):
     monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", '{"max_retries": 1, "concurrency": 3}')
-    settings = harness.scoring_settings(
-        {"judge": "openai:http://127.0.0.1:9/v1#m", "judge_options": {"max_retries": 2}, "judge_timeout_s": 5}
+    settings = task.BENCHMARK.read_settings(
+        "fin_ems",
+        {"judge": "openai:http://127.0.0.1:9/v1#m", "judge_options": {"max_retries": 2}, "judge_timeout_s": 5},
     )
-    assert settings["judge_options"] == {"max_retries": 2, "timeout_s": 5}
-    judge = harness._judge_for(settings)  # loading is lazy: no server is reached
+    assert settings.judge_options == {"max_retries": 2, "concurrency": 3, "timeout_s": 5}
+    # the environment is read once, at load: a later change does not reach the run
+    monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", '{"max_retries": 9}')
+    judge = judge_for(RunSettings.from_json(settings.to_json()))  # loading is lazy: no server is reached
     assert (judge.options.max_retries, judge.options.concurrency, judge.options.timeout_s) == (2, 3, 5)
-    with pytest.raises(ValueError, match="unknown judge option"):
-        harness.scoring_settings({"judge_options": {"no_such_option": 1}})
+    with pytest.raises(SettingsError, match="unknown judge option"):
+        task.BENCHMARK.read_settings("fin_ems", {"judge_options": {"no_such_option": 1}})
+    assert json.loads(settings.to_json())["task"] == "fin_ems"

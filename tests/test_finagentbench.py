@@ -5,12 +5,13 @@ import json
 
 import pytest
 
-from lm_eval_fin import finagentbench, paths
+from lm_eval_fin import paths
+from lm_eval_fin.benchmarks.fin_agentbench import data, prompt
 from tests.finagentbench_fixtures import chunk_prompt, document_record, write_jsonl
 
 
 def _utils():
-    spec = importlib.util.spec_from_file_location("fab_utils", paths.tasks_dir() / "finagentbench" / "utils.py")
+    spec = importlib.util.spec_from_file_location("fab_utils", paths.tasks_dir() / "fin_agentbench" / "utils.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -21,14 +22,14 @@ UTILS = _utils()
 
 def test_parse_document_prompt():
     record = document_record("q1", "What did the CEO earn?", {"0": 4})
-    question, candidates = finagentbench.parse_challenge_prompt(finagentbench.prompt_text(record))
+    question, candidates = prompt.parse_challenge_prompt(prompt.prompt_text(record))
     assert question == "What did the CEO earn?"
     assert candidates == {0: "DEF14A", 1: "10-K", 2: "10-Q", 3: "8-K", 4: "Earnings"}
 
 
 def test_parse_chunk_prompt_keeps_multiline_chunks_and_drops_instruction():
     chunks = ["Revenue was $5 million.\nUp 3%.", "| Item | 2024 |\n| Cash | 12 |", "Risk factors."]
-    question, candidates = finagentbench.parse_challenge_prompt(chunk_prompt("How much revenue?", chunks))
+    question, candidates = prompt.parse_challenge_prompt(chunk_prompt("How much revenue?", chunks))
     assert question == "How much revenue?"
     assert candidates == {0: chunks[0], 1: chunks[1], 2: chunks[2]}
 
@@ -39,8 +40,8 @@ def test_load_folder_picks_files_by_kind(tmp_path):
         tmp_path / "chunk_ranking_dev.jsonl",
         [{"uuid": "c1", "messages": [{"role": "user", "content": chunk_prompt("Q?", ["a", "b"])}], "qrel": {"1": 2}}],
     )
-    assert [r["uuid"] for r in finagentbench.load_records(tmp_path, "document")] == ["d1"]
-    assert [r["uuid"] for r in finagentbench.load_records(tmp_path, "chunk")] == ["c1"]
+    assert [r["uuid"] for r in data.load_records(tmp_path, "document")] == ["d1"]
+    assert [r["uuid"] for r in data.load_records(tmp_path, "chunk")] == ["c1"]
 
 
 def test_missing_data_path_names_what_is_expected():
@@ -78,7 +79,7 @@ def test_nonexistent_path():
 
 def test_bad_gain_in_metadata(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [document_record("d1", "Q?", {"1": 2})])
-    with pytest.raises(ValueError, match="gain"):
+    with pytest.raises(ValueError, match=r"fin_agentbench_doc: metadata gain: expected one of \['exponential', 'linear'\]"):
         UTILS.load_document_ranking(data_path=str(path), gain="quadratic")
 
 
@@ -112,9 +113,9 @@ def test_eval_records_without_qrel_load_but_refuse_scoring(tmp_path):
 
 def test_demo_sample_is_in_the_challenge_format():
     folder = paths.data_path("finagentbench_demo")
-    docs = finagentbench.load_records(folder, "document")
-    chunks = finagentbench.load_records(folder, "chunk")
+    docs = data.load_records(folder, "document")
+    chunks = data.load_records(folder, "chunk")
     assert len(docs) >= 5 and len(chunks) >= 3
     for record in chunks:
-        _, candidates = finagentbench.parse_challenge_prompt(finagentbench.prompt_text(record))
+        _, candidates = prompt.parse_challenge_prompt(prompt.prompt_text(record))
         assert set(json.loads(json.dumps(record["qrel"]))) == {str(i) for i in candidates}

@@ -9,7 +9,14 @@ import sys
 
 import pytest
 
-from lm_eval_fin import cli, finlfqa, scoring
+from lm_eval_fin import cli
+from lm_eval_fin.benchmarks import all_benchmarks
+from lm_eval_fin.benchmarks.fin_lfqa import data as finlfqa_data
+from lm_eval_fin.benchmarks.fin_lfqa.judge import JUDGE_METRICS
+from lm_eval_fin.harness import rescore, taskfiles
+from lm_eval_fin.harness.benchmark import benchmark_of
+from lm_eval_fin.harness.samples import SAMPLES_FILE
+from tests import judge_toy_family
 from tests.finlfqa_fixtures import hub_records
 from tests.openai_server import ServerProcess, closed_port
 
@@ -50,14 +57,17 @@ def run_folder(tmp_path):
     return folder
 
 
+BENCHMARKS = [*all_benchmarks()]
+
+
 @pytest.fixture
 def toy_family(monkeypatch):
-    monkeypatch.setitem(scoring.RESCORERS, "fin_toy", "tests.judge_toy_family:rescore")
+    monkeypatch.setattr(sys.modules[__name__], "BENCHMARKS", [*all_benchmarks(), judge_toy_family.BENCHMARK])
 
 
 def score(*argv):
     args = cli.build_parser().parse_args(["score", *map(str, argv)])
-    return scoring.main(args)
+    return rescore.main(args, BENCHMARKS)
 
 
 def test_score_folder_adds_judge_metrics_to_lm_eval_results(run_folder, toy_family, judge_cache, capsys):
@@ -122,18 +132,19 @@ def test_malformed_samples_line_is_located(tmp_path, toy_family, capsys):
 
 
 def test_task_families_by_name():
-    assert scoring.family_of("fin_lfqa") == "fin_lfqa"
-    assert scoring.family_of("fin_lfqa_test") == "fin_lfqa"
-    assert scoring.family_of("fin_ems") == "fin_ems"
-    assert scoring.family_of("fin_emsx") is None
-    assert scoring.family_of("fin_agentbench_doc") is None
-    match = scoring.SAMPLES_FILE.match(f"samples_fin_lfqa_test_{DATE}.jsonl")
+    judged = [b for b in all_benchmarks() if b.rescore is not None]
+    assert benchmark_of("fin_lfqa", judged).name == "fin_lfqa"
+    assert benchmark_of("fin_lfqa_test", judged).name == "fin_lfqa"
+    assert benchmark_of("fin_ems", judged).name == "fin_ems"
+    assert benchmark_of("fin_emsx", judged) is None
+    assert benchmark_of("fin_agentbench_doc", judged) is None
+    match = SAMPLES_FILE.match(f"samples_fin_lfqa_test_{DATE}.jsonl")
     assert (match["task"], match["date"]) == ("fin_lfqa_test", DATE)
 
 
 def test_cli_scores_fin_lfqa_samples(tmp_path, judge_cache):
     """The console script end to end with the real FinLFQA judge metrics."""
-    docs = [finlfqa.to_document(record, position) for position, record in enumerate(hub_records())]
+    docs = [finlfqa_data.to_document(record, position) for position, record in enumerate(hub_records())]
     answer = "1. CWT's net interest expense rose 25% to $125 million.\nEvidence: CWT [1]"
     path = write_samples(tmp_path, "fin_lfqa", [lm_eval_sample(i, doc, answer) for i, doc in enumerate(docs)])
     verdict = json.dumps({"accuracy": 4, "numerical_correctness": 3, "evidence_entailment": 5})
@@ -151,7 +162,8 @@ def test_cli_scores_fin_lfqa_samples(tmp_path, judge_cache):
     assert results["judge_parse_failure,none"] == results["judge_failure,none"] == 0.0
     # lm-eval's results format without lm-eval's own results file beside the samples
     assert results["judge_score_stderr,none"] == "N/A" and document["n-shot"] == {"fin_lfqa": 0}
-    assert document["higher_is_better"]["fin_lfqa"] == finlfqa.HIGHER_IS_BETTER
+    directions = taskfiles.higher_is_better("fin_lfqa")
+    assert document["higher_is_better"]["fin_lfqa"] == {name: directions[name] for name in JUDGE_METRICS}
     assert document["n-samples"]["fin_lfqa"] == {"original": len(docs), "effective": len(docs)}
     details = [json.loads(line) for line in (tmp_path / f"judged_samples_fin_lfqa_{DATE}.jsonl").open()]
     assert len(details) == len(docs)
@@ -161,7 +173,7 @@ def test_cli_scores_fin_lfqa_samples(tmp_path, judge_cache):
 def test_score_fails_loudly_when_the_judge_fails_and_resumes_from_the_cache(tmp_path, judge_cache, capsys):
     """An unreachable judge is no success: a judge_failure rate (not parse failures), the
     error per sample, exit status 1 with a message; the re-run sends only what failed."""
-    docs = [finlfqa.to_document(record, position) for position, record in enumerate(hub_records())]
+    docs = [finlfqa_data.to_document(record, position) for position, record in enumerate(hub_records())]
     answers = ["1. fine\nEvidence: CWT [1]", "1. [[status:500]] again\nEvidence: CWT [1]"]
     path = write_samples(tmp_path, "fin_lfqa", [lm_eval_sample(i, doc, a) for i, (doc, a) in enumerate(zip(docs, answers))])
     fast = ["--judge-max-retries", "1", "--judge-backoff", "0", "--judge-timeout", "5"]

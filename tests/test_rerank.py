@@ -11,12 +11,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lm_eval_fin.rerank import FinCardsConfig, VARIANTS, queries_from_records, run_fincards
-from lm_eval_fin.rerank import bm25, cli, screening, tournament, zeroshot
+from lm_eval_fin.benchmarks.fin_agentbench import rerank as cli
+from lm_eval_fin.benchmarks.fin_agentbench.rerank import queries_from_records
+from lm_eval_fin.jsontext import as_enum, as_id, parse_json_object
+from lm_eval_fin.rerank import (
+    VARIANTS,
+    FinCardsConfig,
+    bm25,
+    run_fincards,
+    screening,
+    tournament,
+    zeroshot,
+)
 from lm_eval_fin.rerank.audit import card_matches, fill_ranking
 from lm_eval_fin.rerank.cards import card_request, chunk_key, fallback_card, parse_card
 from lm_eval_fin.rerank.intent import coverage_quotas, parse_intent, satisfies_quota
-from lm_eval_fin.jsontext import as_enum, as_id, parse_json_object
 from lm_eval_fin.rerank.screening import Pick, group_picks, merge_picks, parse_selection, round_robin_groups
 from lm_eval_fin.rerank.tournament import (
     Tournament,
@@ -28,8 +37,8 @@ from lm_eval_fin.rerank.tournament import (
     rank_variance,
     round_points,
 )
-from tests.fincards_fixtures import FILING, LexicalJudge, filing_records, write_filing
 from tests.finagentbench_fixtures import chunk_prompt
+from tests.fincards_fixtures import FILING, LexicalJudge, filing_records, write_filing
 
 # ---------------------------------------------------------------------------------------------
 # Stage 1

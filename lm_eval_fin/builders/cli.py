@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 
+from lm_eval_fin.benchmarks.fin_ems.data import write_dataset
 from lm_eval_fin.builders import earnings_call as ec
 
 DATASETS = ("earnings-call",)
@@ -117,7 +118,7 @@ def main(args: argparse.Namespace) -> int:
     if not report.records:
         print("error: no reference could be made (every judge call failed)", file=sys.stderr)
         return 1
-    jsonl, disk = ec.write_dataset(report.records, args.output)
+    jsonl, disk = write_dataset(report.records, args.output)
     summary = {
         "calls_held": f"{window[0]}..{window[1]} ({args.quarter_basis} basis of {year}Q{quarter})",
         "transcripts": [f"{t.ticker} {t.call_date}" for t in selected],

@@ -1,21 +1,10 @@
 """The earnings-call dataset of the EMS paper: transcripts, five questions, reference answers.
 
-Records (one per transcript and question), written as JSONL and with
-``datasets.Dataset.save_to_disk`` by :func:`write_dataset`, read back by :func:`read_dataset`:
-
-    id              "<TICKER>-<call date>-<question id>"
-    company         company name (the hub's ``company_name``, a sidecar's, or the ticker)
-    ticker          upper-case ticker
-    call_date       ISO date the call was held
-    fiscal_period   the source's fiscal label, e.g. "FY2025 Q1" (informative only; "" if none)
-    question_id     "q1".."q5"
-    question        the question, as shipped in lm_eval_fin/data/ems_questions.json
-    transcript      the whole transcript text
-    reference       the consolidated reference answer
-    provenance      {source, answerer_a, answerer_b, consolidator, answer_decoding,
-                     answer_prompt_hash, consolidate_prompt_hash, built_at,
-                     lm_eval_fin_version}; the prompt hashes cover each request's whole
-                     template (system prompt and user turn)
+The builder writes the fin_ems dataset format (records, files and fields:
+:mod:`lm_eval_fin.benchmarks.fin_ems.data`); each record's ``provenance`` holds ``source``,
+``answerer_a``, ``answerer_b``, ``consolidator``, ``answer_decoding``, ``answer_prompt_hash``,
+``consolidate_prompt_hash`` (each covering the request's whole template), ``built_at`` and
+``lm_eval_fin_version``.
 
 Selecting calls. Companies name their quarters by fiscal year (Apple's fiscal Q4 2024 and
 Microsoft's fiscal Q1 2025 were both reported in October 2024), so calls are selected by the
@@ -48,11 +37,13 @@ import datetime as dt
 import json
 import logging
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from lm_eval_fin.jsonl import read_jsonl
+from lm_eval_fin.judge.base import chat_request, prompt_hash
 
 logger = logging.getLogger(__name__)
 
@@ -60,21 +51,6 @@ HUB_DATASET = "kurry/sp500_earnings_transcripts"
 # A fixed revision of the hub dataset, so that a rebuild reads the same transcripts.
 HUB_REVISION = "f3ded372da8d18dc6ad98955c4558e34b5fe6d45"
 
-JSONL_NAME = "earnings_call_qa.jsonl"
-DISK_NAME = "hf_dataset"
-RECORD_FIELDS = (
-    "id",
-    "company",
-    "ticker",
-    "call_date",
-    "fiscal_period",
-    "question_id",
-    "question",
-    "transcript",
-    "reference",
-    "provenance",
-)
-REQUIRED_FIELDS = ("id", "question", "transcript", "reference")
 
 # The paper's ten companies (the largest S&P 500 members in 2024) and their names.
 PAPER_COMPANIES = {
@@ -359,8 +335,6 @@ NO_ANSWER = "(no answer)"
 def prompt_hashes() -> dict[str, str]:
     """Hashes of the whole request templates (system prompt, call header, user turn) of the
     answer and the consolidation requests, recorded in the provenance."""
-    from lm_eval_fin.ems.prompts import prompt_hash
-
     return {
         "answer_prompt_hash": prompt_hash(ANSWER_SYSTEM, CALL_HEADER, ANSWER_USER),
         "consolidate_prompt_hash": prompt_hash(CONSOLIDATE_SYSTEM, CALL_HEADER, CONSOLIDATE_USER, NO_ANSWER),
@@ -377,21 +351,11 @@ def answer_request(
     transcript: Transcript, question: str, seed: int | None = None, temperature: float | None = None
 ):
     """One answerer's request; ``seed``/``temperature`` None take the judge's options."""
-    from lm_eval_fin.judge import JudgeRequest
-
-    content = ANSWER_USER.format(
-        header=_call_header(transcript), transcript=transcript.text, question=question
-    )
-    return JudgeRequest(
-        messages=({"role": "system", "content": ANSWER_SYSTEM}, {"role": "user", "content": content}),
-        seed=seed,
-        temperature=temperature,
-    )
+    content = ANSWER_USER.format(header=_call_header(transcript), transcript=transcript.text, question=question)
+    return chat_request(ANSWER_SYSTEM, content, seed=seed, temperature=temperature)
 
 
 def consolidate_request(transcript: Transcript, question: str, answer_a: str | None, answer_b: str | None):
-    from lm_eval_fin.judge import JudgeRequest
-
     content = CONSOLIDATE_USER.format(
         header=_call_header(transcript),
         transcript=transcript.text,
@@ -399,9 +363,7 @@ def consolidate_request(transcript: Transcript, question: str, answer_a: str | N
         answer_a=answer_a or NO_ANSWER,
         answer_b=answer_b or NO_ANSWER,
     )
-    return JudgeRequest(
-        messages=({"role": "system", "content": CONSOLIDATE_SYSTEM}, {"role": "user", "content": content})
-    )
+    return chat_request(CONSOLIDATE_SYSTEM, content)
 
 
 def answer_decoding(answerer_a, answerer_b) -> dict[str, dict[str, Any]]:
@@ -465,23 +427,17 @@ def build_records(
 
     pairs = [(t, q) for t in transcripts for q in questions]
     decoding = answer_decoding(answerer_a, answerer_b)
-    seconds = {}
-    started = time.perf_counter()
-    answers_a = complete_parsed(
-        answerer_a,
-        [answer_request(t, q["question"], **decoding["answerer_a"]) for t, q in pairs],
-        parse_answer,
-        desc="references: answerer A",
-    )
-    seconds["answerer_a"] = time.perf_counter() - started
-    started = time.perf_counter()
-    answers_b = complete_parsed(
-        answerer_b,
-        [answer_request(t, q["question"], **decoding["answerer_b"]) for t, q in pairs],
-        parse_answer,
-        desc="references: answerer B",
-    )
-    seconds["answerer_b"] = time.perf_counter() - started
+    seconds, answers = {}, {}
+    for role, answerer, label in (("answerer_a", answerer_a, "A"), ("answerer_b", answerer_b, "B")):
+        started = time.perf_counter()
+        answers[role] = complete_parsed(
+            answerer,
+            [answer_request(t, q["question"], **decoding[role]) for t, q in pairs],
+            parse_answer,
+            desc=f"references: answerer {label}",
+        )
+        seconds[role] = time.perf_counter() - started
+    answers_a, answers_b = answers["answerer_a"], answers["answerer_b"]
 
     # A pair where both answerers failed has nothing to consolidate.
     to_merge = [i for i, (a, b) in enumerate(zip(answers_a, answers_b)) if a or b]
@@ -541,61 +497,6 @@ def build_records(
             ", ".join(skipped),
         )
     return BuildReport(records, len(transcripts), skipped, seconds)
-
-
-def write_dataset(records: Sequence[dict], out_dir: str | Path) -> tuple[Path, Path]:
-    """``<out_dir>/earnings_call_qa.jsonl`` and ``<out_dir>/hf_dataset`` (save_to_disk)."""
-    import datasets
-
-    out = Path(out_dir).expanduser()
-    out.mkdir(parents=True, exist_ok=True)
-    jsonl = out / JSONL_NAME
-    with open(jsonl, "w", encoding="utf-8") as handle:
-        for record in records:
-            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
-    disk = out / DISK_NAME
-    datasets.Dataset.from_list(list(records)).save_to_disk(str(disk))
-    return jsonl, disk
-
-
-def read_dataset(data_path: str | Path) -> list[dict]:
-    """Records of a built dataset: its JSONL file, its ``save_to_disk`` folder, or the
-    builder's output folder holding either. Raises BuildError naming what is missing."""
-    path = Path(data_path).expanduser()
-    expected = (
-        f"a dataset made by `lm-eval-fin build earnings-call`: its {JSONL_NAME}, its {DISK_NAME}/ folder "
-        f"or the output folder holding them; records need {', '.join(REQUIRED_FIELDS)}"
-    )
-    if path.is_dir() and not (path / "state.json").is_file() and not (path / "dataset_dict.json").is_file():
-        if (path / DISK_NAME).is_dir():
-            path = path / DISK_NAME
-        else:
-            candidates = sorted(path.glob("*.jsonl"))
-            if not candidates:
-                raise BuildError(f"{path} holds no dataset; expected {expected}")
-            path = candidates[0]
-    if path.is_dir():
-        import datasets
-
-        loaded = datasets.load_from_disk(str(path))
-        if isinstance(loaded, datasets.DatasetDict):
-            split = "test" if "test" in loaded else next(iter(loaded))
-            loaded = loaded[split]
-        records = list(loaded)
-    elif path.is_file():
-        try:
-            records = [record for _, record in read_jsonl(path, BuildError)]
-        except BuildError as exc:
-            raise BuildError(f"{exc}; expected {expected}") from None
-    else:
-        raise BuildError(f"data_path {str(path)!r} does not exist; expected {expected}")
-    for number, record in enumerate(records, start=1):
-        if not isinstance(record, dict) or any(not isinstance(record.get(f), str) for f in REQUIRED_FIELDS):
-            keys = sorted(record) if isinstance(record, dict) else type(record).__name__
-            raise BuildError(f"{path}: record {number} lacks text fields ({keys}); expected {expected}")
-    if not records:
-        raise BuildError(f"{path} holds no records; expected {expected}")
-    return records
 
 
 def transcripts_from_source(

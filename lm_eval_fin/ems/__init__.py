@@ -5,8 +5,8 @@
   stages (extract, match, score) and tolerant readers of its answers.
 * :mod:`~lm_eval_fin.ems.offline`: extraction and matching without a judge.
 * :mod:`~lm_eval_fin.ems.pipeline`: one batched pass over a run (:func:`run_ems`).
-* :mod:`~lm_eval_fin.ems.harness`: the lm-eval task ``fin_ems`` (data loading, prompt,
-  truncation, memoised aggregation, details files) and :func:`rescore` of logged samples.
+
+The lm-eval task ``fin_ems`` that scores with it is :mod:`lm_eval_fin.benchmarks.fin_ems`.
 """
 
 from lm_eval_fin.ems.formulas import AlignmentError, ems_scores

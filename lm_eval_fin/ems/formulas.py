@@ -21,7 +21,7 @@ convention of the numeric metric in DESIGN.md):
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from lm_eval_fin.prf import f1
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 from lm_eval_fin.prf import f1
 

@@ -35,8 +35,9 @@ import functools
 import logging
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from lm_eval_fin.ems import offline, prompts
 from lm_eval_fin.ems.formulas import NO_MATCH, ems_scores

@@ -9,12 +9,11 @@ Schema the backends that support constrained decoding can enforce. The parsers i
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
-from lm_eval_fin.judge import JudgeRequest
+from lm_eval_fin.judge import JudgeRequest, chat_request, prompt_hash
 
 # Output budgets (tokens) of the two stages whose answers are tiny; extraction restates a
 # whole answer, so its budget follows the text (extract_budget) unless the caller sets one.
@@ -131,15 +130,14 @@ def extract_request(text: str, max_tokens: int | None = None) -> JudgeRequest:
     ``max_tokens`` None gives the text its own budget (:func:`extract_budget`), so a long
     answer restated is not cut (a cut list does not parse and would fall back to the offline
     extractor)."""
-    messages: list[dict[str, str]] = [{"role": "system", "content": EXTRACT_SYSTEM}]
-    for example_text, example_points in EXTRACT_EXAMPLES:
-        messages.append({"role": "user", "content": EXTRACT_USER.format(text=example_text)})
-        messages.append(
-            {"role": "assistant", "content": json.dumps({"points": example_points}, ensure_ascii=False)}
-        )
-    messages.append({"role": "user", "content": EXTRACT_USER.format(text=text)})
+    examples = [
+        (EXTRACT_USER.format(text=example_text), json.dumps({"points": example_points}, ensure_ascii=False))
+        for example_text, example_points in EXTRACT_EXAMPLES
+    ]
     budget = extract_budget(text) if max_tokens is None else max_tokens
-    return JudgeRequest(messages=tuple(messages), max_tokens=budget, json_schema=POINTS_SCHEMA)
+    return chat_request(
+        EXTRACT_SYSTEM, EXTRACT_USER.format(text=text), examples, max_tokens=budget, json_schema=POINTS_SCHEMA
+    )
 
 
 def match_schema(n_answer_points: int) -> dict:
@@ -159,11 +157,9 @@ def match_request(
         for number, point in enumerate(answer_points, start=1)
     )
     content = MATCH_USER.format(reference_point=reference_point, listing=listing)
-    return JudgeRequest(
-        messages=(
-            {"role": "system", "content": MATCH_SYSTEM},
-            {"role": "user", "content": content},
-        ),
+    return chat_request(
+        MATCH_SYSTEM,
+        content,
         max_tokens=max_tokens,
         json_schema=match_schema(len(answer_points)),
     )
@@ -182,20 +178,12 @@ def score_request(
 ) -> JudgeRequest:
     """Grade a matched pair 0..max_score."""
     content = SCORE_USER.format(reference_point=reference_point, answer_point=answer_point)
-    return JudgeRequest(
-        messages=(
-            {"role": "system", "content": SCORE_SYSTEM.format(max_score=max_score)},
-            {"role": "user", "content": content},
-        ),
+    return chat_request(
+        SCORE_SYSTEM.format(max_score=max_score),
+        content,
         max_tokens=max_tokens,
         json_schema=score_schema(max_score),
     )
-
-
-def prompt_hash(*templates: object) -> str:
-    """Short content hash of prompt templates, recorded as provenance next to results."""
-    blob = json.dumps(templates, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
 
 # Everything that shapes a request: system prompts, examples, user turns and output schemas.

@@ -12,7 +12,7 @@ sqlite cache and its key), and one module per backend: ``vllm_backend``,
 ``openai_backend``, ``hf_backend``.
 """
 
-from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse
+from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse, chat_request, prompt_hash
 from lm_eval_fin.judge.core import ParsedAnswer, complete_parsed, complete_parsed_answers, load_judge
 from lm_eval_fin.judge.options import JudgeOptions
 from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
@@ -26,7 +26,9 @@ __all__ = [
     "JudgeSpecError",
     "ParsedAnswer",
     "complete_parsed",
+    "chat_request",
     "complete_parsed_answers",
     "load_judge",
     "parse_spec",
+    "prompt_hash",
 ]

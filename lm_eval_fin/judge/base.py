@@ -8,8 +8,11 @@ Backends (vllm, openai-compatible, hf) and the persistent cache live beside this
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,35 @@ class JudgeRequest:
         if self.choice is not None:
             return {"choice": list(self.choice)}
         return None
+
+
+def chat_request(
+    system: str, user: str, examples: Sequence[tuple[str, str]] = (), **fields: Any
+) -> JudgeRequest:
+    """A request of a system prompt, in-context examples as (user, assistant) turns, and the
+    user turn; ``fields`` are the other :class:`JudgeRequest` fields (``max_tokens``,
+    ``json_schema``, ...).
+
+    >>> [m["role"] for m in chat_request("Grade.", "Q?", examples=[("Q1?", "7")]).messages]
+    ['system', 'user', 'assistant', 'user']
+    """
+    messages = [{"role": "system", "content": system}]
+    for example_user, example_reply in examples:
+        messages += [{"role": "user", "content": example_user}, {"role": "assistant", "content": example_reply}]
+    messages.append({"role": "user", "content": user})
+    return JudgeRequest(messages=tuple(messages), **fields)
+
+
+def prompt_hash(*templates: object) -> str:
+    """Short content hash of prompt templates (system prompts, examples, user turns, output
+    schemas), recorded as provenance next to results: two runs with the same hash asked the
+    judge the same way.
+
+    >>> prompt_hash("Grade 0-10.") == prompt_hash("Grade 0-10."), len(prompt_hash("x"))
+    (True, 12)
+    """
+    blob = json.dumps(templates, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:12]
 
 
 @dataclass

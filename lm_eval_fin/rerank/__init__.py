@@ -10,8 +10,10 @@ Stages, one module each:
 * :mod:`~lm_eval_fin.rerank.zeroshot`: the zero-shot listwise baseline on raw text;
 * :mod:`~lm_eval_fin.rerank.audit`, :mod:`~lm_eval_fin.rerank.cost`: the audit trace and
   the cost accounting;
-* :mod:`~lm_eval_fin.rerank.pipeline`: the five variants of the paper's ablation end to end;
-* :mod:`~lm_eval_fin.rerank.cli`: ``lm-eval-fin rerank``.
+* :mod:`~lm_eval_fin.rerank.pipeline`: the five variants of the paper's ablation end to end.
+
+``lm-eval-fin rerank`` runs it on FinAgentBench's chunk files
+(:mod:`lm_eval_fin.benchmarks.fin_agentbench.rerank`).
 
 Every judge-facing format has a tolerant parser (:mod:`lm_eval_fin.jsontext`) and a
 fallback, so an unusable answer is counted and never ends a run. Each module's docstring
@@ -24,7 +26,6 @@ from lm_eval_fin.rerank.pipeline import (
     Query,
     RunResult,
     VariantResult,
-    queries_from_records,
     run_fincards,
 )
 
@@ -34,6 +35,5 @@ __all__ = [
     "Query",
     "RunResult",
     "VariantResult",
-    "queries_from_records",
     "run_fincards",
 ]

@@ -11,7 +11,8 @@ others), the error the paper finds cards most useful against.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from lm_eval_fin.rerank.bm25 import tokenize
 from lm_eval_fin.rerank.intent import coverage_quotas, satisfies_quota

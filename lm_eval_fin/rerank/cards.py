@@ -25,8 +25,8 @@ import hashlib
 import re
 from typing import Any
 
-from lm_eval_fin.judge.base import JudgeRequest
 from lm_eval_fin.jsontext import as_enum, as_flag, as_share, as_strings, parse_json_object
+from lm_eval_fin.judge.base import JudgeRequest, chat_request
 
 ROLES = ("primary_evidence", "supporting_context", "definition", "caveat", "boilerplate", "heading")
 EVIDENCE_TYPES = ("table_numeric", "narrative_numeric", "qualitative", "policy_text", "guidance", "none")
@@ -136,11 +136,9 @@ def chunk_key(text: str) -> str:
 
 def card_request(chunk_text: str, max_tokens: int) -> JudgeRequest:
     """The card request of one chunk; it holds nothing but the chunk (see the module doc)."""
-    return JudgeRequest(
-        messages=(
-            {"role": "system", "content": _INSTRUCTIONS},
-            {"role": "user", "content": f"Chunk:\n{chunk_text}\n\nEvidence card (JSON):"},
-        ),
+    return chat_request(
+        _INSTRUCTIONS,
+        f"Chunk:\n{chunk_text}\n\nEvidence card (JSON):",
         max_tokens=max_tokens,
         temperature=0.0,
         json_schema=CARD_SCHEMA,

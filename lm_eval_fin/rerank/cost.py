@@ -15,8 +15,8 @@ how many answers came from the cache).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Collection, Hashable, Mapping, Sequence
 
 from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse
 

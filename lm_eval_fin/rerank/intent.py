@@ -17,8 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lm_eval_fin.judge.base import JudgeRequest
 from lm_eval_fin.jsontext import as_enum, as_flag, as_strings, parse_json_object
+from lm_eval_fin.judge.base import JudgeRequest, chat_request
 
 TOPICS = (
     "Revenue", "Costs/Expenses", "Profitability", "Liquidity", "Guidance/Outlook", "Risk", "ESG",
@@ -68,11 +68,9 @@ Answer with the JSON object only."""
 
 
 def intent_request(question: str, max_tokens: int) -> JudgeRequest:
-    return JudgeRequest(
-        messages=(
-            {"role": "system", "content": _INSTRUCTIONS},
-            {"role": "user", "content": f"Question: {question}\n\nIntent (JSON):"},
-        ),
+    return chat_request(
+        _INSTRUCTIONS,
+        f"Question: {question}\n\nIntent (JSON):",
         max_tokens=max_tokens,
         temperature=0.0,
         json_schema=INTENT_SCHEMA,

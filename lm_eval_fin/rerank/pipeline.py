@@ -24,11 +24,11 @@ is split over the queries whose candidates include its chunk.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Callable, Hashable, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
-from lm_eval_fin.finagentbench import parse_challenge_prompt, prompt_text
 from lm_eval_fin.judge import Judge, JudgeRequest, complete_parsed
 from lm_eval_fin.ranking import rank_metrics
 from lm_eval_fin.rerank import bm25, cards, intent, screening, tournament, zeroshot
@@ -89,24 +89,6 @@ class Query:
     qrel: Mapping[str, Any] | None = None
 
 
-def queries_from_records(records: Sequence[Mapping[str, Any]]) -> list[Query]:
-    """Queries from challenge records (see :mod:`lm_eval_fin.finagentbench`). A record whose
-    prompt lists no chunks becomes a query with no chunks (an empty ranking, scores 0)."""
-    queries = []
-    for record in records:
-        question, chunks = parse_challenge_prompt(prompt_text(record))
-        qrel = record.get("qrel")
-        queries.append(
-            Query(
-                id=str(record.get("uuid", record.get("_id"))),
-                question=question,
-                chunks=chunks,
-                qrel={str(k): v for k, v in qrel.items()} if qrel is not None else None,
-            )
-        )
-    return queries
-
-
 @dataclass
 class VariantResult:
     """One variant's answer to one query."""
@@ -153,33 +135,201 @@ class RunResult:
 # Small helpers
 
 
-def _ask(
-    judge: MeteredJudge,
-    stage: str,
-    requests: Sequence[JudgeRequest],
-    owners: Sequence[Hashable],
-    parse: Callable[[str], T | None] | Sequence[Callable[[str], T | None]],
-    config: FinCardsConfig,
-    counts: dict[str, StageCount],
-) -> list[T | None]:
-    """One stage batch: book owners, send, parse with re-asks, count unusable answers.
-    ``parse`` is one parser, or one per request (bound to the chunks that request showed)."""
-    if not requests:
-        return []
-    judge.expect(requests, owners)
-    parsed = complete_parsed(judge, requests, parse, desc=f"fincards {stage}", max_attempts=config.max_attempts)
-    count = counts.setdefault(stage, StageCount())
-    count.requests += len(requests)
-    count.unusable += sum(value is None for value in parsed)
-    return parsed
-
-
 def _score_of(value: Mapping[int, float], chunk: int) -> float:
     return round(float(value.get(chunk, 0.0)), 4)
 
 
 # ---------------------------------------------------------------------------------------------
-# The run
+# The run: one state per query, filled stage by stage; each stage is one judge batch across queries
+
+
+@dataclass
+class QueryState:
+    """What the run has decided for one query so far."""
+
+    query: Query
+    stage1: bm25.Stage1
+    cards: dict[int, dict] = field(default_factory=dict)  # candidate chunk -> its card
+    card_share: dict[str, float] = field(default_factory=lambda: Cost().as_dict())
+    intent: dict | None = None
+    quotas: list = field(default_factory=list)
+    named: list[int] | None = None  # the zero-shot baseline's ranking
+    groups: list[list[int]] = field(default_factory=list)  # stage-2 groups
+    picks: list[list[screening.Pick]] = field(default_factory=list)  # stage-2 picks per group
+    kept: list[screening.Pick] = field(default_factory=list)  # stage-2 output
+    tournaments: dict[str, tournament.Tournament] = field(default_factory=dict)  # variant -> stage 3
+
+    @property
+    def bm25_rank(self) -> dict[int, int]:
+        return self.stage1.rank
+
+
+@dataclass
+class _Run:
+    """The judge, its meter and the stage counts shared by every stage of one run."""
+
+    judge: MeteredJudge | None
+    config: FinCardsConfig
+    counts: dict[str, StageCount] = field(default_factory=dict)
+
+    def ask(
+        self,
+        stage: str,
+        requests: Sequence[JudgeRequest],
+        owners: Sequence[Hashable],
+        parse: Callable[[str], T | None] | Sequence[Callable[[str], T | None]],
+    ) -> list[T | None]:
+        """One stage batch: book owners, send, parse with re-asks, count unusable answers.
+        ``parse`` is one parser, or one per request (bound to the chunks that request showed)."""
+        if not requests:
+            return []
+        self.judge.expect(requests, owners)
+        parsed = complete_parsed(
+            self.judge, requests, parse, desc=f"fincards {stage}", max_attempts=self.config.max_attempts
+        )
+        count = self.counts.setdefault(stage, StageCount())
+        count.requests += len(requests)
+        count.unusable += sum(value is None for value in parsed)
+        return parsed
+
+    def cost(self, owners: Sequence[Hashable]) -> Cost:
+        return self.judge.cost(owners) if self.judge is not None else Cost()
+
+
+def bm25_states(queries: Sequence[Query], config: FinCardsConfig) -> list[QueryState]:
+    """Stage 1: BM25 within each filing (one index per distinct filing)."""
+    indexes: dict[tuple, bm25.FilingIndex] = {}
+    states = []
+    for q in queries:
+        filing = tuple((i, cards.chunk_key(text)) for i, text in sorted(q.chunks.items()))
+        if filing not in indexes:
+            indexes[filing] = bm25.FilingIndex(q.chunks, k1=config.k1, b=config.b)
+        stage1 = bm25.bm25_stage(
+            q.question, q.chunks, ratio=config.candidate_ratio, minimum=config.min_candidates,
+            maximum=config.max_candidates, index=indexes[filing],
+        )
+        states.append(QueryState(q, stage1))
+    return states
+
+
+def card_stage(states: Sequence[QueryState], run: _Run) -> tuple[Cost, int]:
+    """One card per distinct chunk text among the stage-1 candidates, shared by every query
+    whose candidates include it (they share its cost too). Returns the cards' total cost and
+    the number of distinct chunks."""
+    distinct: dict[str, str] = {}
+    for state in states:
+        for chunk in state.stage1.candidates:
+            distinct.setdefault(cards.chunk_key(state.query.chunks[chunk]), state.query.chunks[chunk])
+    keys = list(distinct)
+    made = run.ask(
+        "cards", [cards.card_request(distinct[k], run.config.budget("cards")) for k in keys],
+        [("cards", k) for k in keys], cards.parse_card,
+    )
+    by_key = {k: card if card is not None else cards.fallback_card(distinct[k]) for k, card in zip(keys, made)}
+    for state in states:
+        state.cards = {c: by_key[cards.chunk_key(state.query.chunks[c])] for c in state.stage1.candidates}
+    cost_of_card = {k: run.cost([("cards", k)]) for k in distinct}
+    used_by = [{cards.chunk_key(s.query.chunks[c]) for c in s.stage1.candidates} for s in states]
+    for state, share in zip(states, split_by_use(cost_of_card, used_by)):
+        state.card_share = share
+    return sum(cost_of_card.values(), Cost()), len(distinct)
+
+
+def intent_stage(states: Sequence[QueryState], run: _Run) -> None:
+    """The query intents, and the coverage quotas stage 2 reads from them."""
+    intents = run.ask(
+        "intent", [intent.intent_request(s.query.question, run.config.budget("intent")) for s in states],
+        [("intent", qi) for qi in range(len(states))], intent.parse_intent,
+    )
+    for state, found in zip(states, intents):
+        state.intent = found
+
+
+def llm_stage(states: Sequence[QueryState], run: _Run) -> None:
+    """The zero-shot listwise baseline over the stage-1 candidates' raw text."""
+    asked = [qi for qi, state in enumerate(states) if state.stage1.candidates]
+    config = run.config
+    answers = run.ask(
+        "llm",
+        [
+            zeroshot.zeroshot_request(
+                states[qi].query.question, states[qi].query.chunks, states[qi].stage1.candidates, config.k,
+                config.budget("llm"), config.llm_chunk_chars, config.llm_prompt_chars,
+            )
+            for qi in asked
+        ],
+        [("llm", qi) for qi in asked],
+        [partial(tournament.parse_listwise, ids=states[qi].stage1.candidates) for qi in asked],
+    )
+    for qi, answer in zip(asked, answers):
+        states[qi].named = answer
+
+
+def screening_stage(states: Sequence[QueryState], run: _Run) -> None:
+    """Stage 2: round-robin groups screened from cards, with the intent's quotas."""
+    config = run.config
+    jobs = []
+    for qi, state in enumerate(states):
+        state.groups = screening.round_robin_groups(list(state.stage1.candidates), config.group_size)
+        jobs += [(qi, gi, group) for gi, group in enumerate(state.groups)]
+    answers = run.ask(
+        "screening",
+        [
+            screening.screening_request(
+                states[qi].query.question, states[qi].intent, [(c, states[qi].cards[c]) for c in group],
+                states[qi].quotas, config.budget("screening"), config.min_keep, config.max_keep,
+            )
+            for qi, _, group in jobs
+        ],
+        [("screening", qi) for qi, _, _ in jobs],
+        [
+            partial(
+                screening.parse_selection, group_ids=group,
+                high=screening.keep_bounds(len(group), config.min_keep, config.max_keep)[1],
+            )
+            for _, _, group in jobs
+        ],
+    )
+    for (qi, gi, group), selection in zip(jobs, answers):
+        state = states[qi]
+        state.picks.append(screening.group_picks(gi, group, selection, state.cards, state.quotas, config.min_keep))
+    for state in states:
+        flat = [p for picks in state.picks for p in picks]
+        state.kept = screening.merge_picks(flat, state.bm25_rank, config.top_n, state.quotas, state.cards)
+
+
+def tournament_stage(states: Sequence[QueryState], variants: Sequence[str], run: _Run) -> None:
+    """Stage 3: bootstrap tournaments, one batch per round across every running tournament
+    (``full`` ranks stage 2's output, ``s1+s3`` all stage-1 candidates)."""
+    config = run.config
+    running_of: dict[tuple[str, int], tournament.Tournament] = {}
+    for variant in (v for v in TOURNAMENT_VARIANTS if v in variants):
+        for qi, state in enumerate(states):
+            pool = [p.chunk for p in state.kept] if variant == "full" else list(state.stage1.candidates)
+            state.tournaments[variant] = running_of[(variant, qi)] = tournament.Tournament(
+                pool, seed=f"{config.seed}:{state.query.id}:{variant}", top_k=config.k,
+                max_rounds=config.max_rounds, stop_at=config.jaccard_stop, small=config.small_group,
+                large=config.large_group,
+            )
+    while running := [key for key, t in running_of.items() if not t.finished]:
+        plans = {key: running_of[key].plan_round() for key in running}
+        jobs = [(key, group) for key in running for group in plans[key]]
+        answers = run.ask(
+            "tournament",
+            [
+                tournament.ranking_request(
+                    states[qi].query.question, [(c, states[qi].cards[c]) for c in group], config.budget("tournament")
+                )
+                for (_, qi), group in jobs
+            ],
+            [(f"tournament:{variant}", qi) for (variant, qi), _ in jobs],
+            [partial(tournament.parse_listwise, ids=group) for _, group in jobs],
+        )
+        rankings: dict[tuple[str, int], list] = {key: [] for key in running}
+        for (key, _), ranking in zip(jobs, answers):
+            rankings[key].append(ranking)
+        for key in running:
+            running_of[key].record_round(rankings[key], plans[key])
 
 
 def run_fincards(
@@ -194,208 +344,85 @@ def run_fincards(
         raise ValueError(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)}")
     if judge is None and any(v != "bm25" for v in variants):
         raise ValueError("variants other than bm25 need a judge (--judge or $LM_EVAL_FIN_JUDGE)")
-    metered = MeteredJudge(judge) if judge is not None else None
-    counts: dict[str, StageCount] = {}
-    n = len(queries)
-
-    # Stage 1: BM25 within each filing (one index per distinct filing).
-    indexes: dict[tuple, bm25.FilingIndex] = {}
-    stage1 = []
-    for q in queries:
-        filing = tuple((i, cards.chunk_key(text)) for i, text in sorted(q.chunks.items()))
-        if filing not in indexes:
-            indexes[filing] = bm25.FilingIndex(q.chunks, k1=config.k1, b=config.b)
-        stage1.append(
-            bm25.bm25_stage(
-                q.question, q.chunks, ratio=config.candidate_ratio, minimum=config.min_candidates,
-                maximum=config.max_candidates, index=indexes[filing],
-            )
-        )
-    bm25_rank = [s.rank for s in stage1]
-
-    # Cards: one request per distinct chunk text among the stage-1 candidates.
-    card_of: list[dict[int, dict]] = [{} for _ in queries]
-    distinct: dict[str, str] = {}
+    run = _Run(MeteredJudge(judge) if judge is not None else None, config)
+    states = bm25_states(queries, config)
+    card_cost, distinct_chunks = Cost(), 0
     if any(v in CARD_VARIANTS for v in variants):
-        for q, s1 in zip(queries, stage1):
-            for chunk in s1.candidates:
-                distinct.setdefault(cards.chunk_key(q.chunks[chunk]), q.chunks[chunk])
-        keys = list(distinct)
-        made = _ask(
-            metered, "cards", [cards.card_request(distinct[k], config.budget("cards")) for k in keys],
-            [("cards", k) for k in keys], cards.parse_card, config, counts,
-        )
-        by_key = {k: card if card is not None else cards.fallback_card(distinct[k]) for k, card in zip(keys, made)}
-        for qi, (q, s1) in enumerate(zip(queries, stage1)):
-            card_of[qi] = {chunk: by_key[cards.chunk_key(q.chunks[chunk])] for chunk in s1.candidates}
-    cost_of_card = {k: metered.cost([("cards", k)]) for k in distinct} if metered else {}
-    card_cost = sum(cost_of_card.values(), Cost())
-    # a card serves every query whose candidates include its chunk: they share its cost
-    card_share = split_by_use(
-        cost_of_card, [{cards.chunk_key(q.chunks[c]) for c in s1.candidates} for q, s1 in zip(queries, stage1)]
-    )
-
-    # Intents (stage 2 reads them).
-    intents: list[dict | None] = [None] * n
+        card_cost, distinct_chunks = card_stage(states, run)
     if any(v in SCREENING_VARIANTS for v in variants):
-        intents = _ask(
-            metered, "intent", [intent.intent_request(q.question, config.budget("intent")) for q in queries],
-            [("intent", qi) for qi in range(n)], intent.parse_intent, config, counts,
-        )
-    quotas = [intent.coverage_quotas(intents[qi], q.question) for qi, q in enumerate(queries)]
-
-    # The zero-shot baseline.
-    named: list[list[int] | None] = [None] * n
+        intent_stage(states, run)
+    for state in states:
+        state.quotas = intent.coverage_quotas(state.intent, state.query.question)
     if "llm" in variants:
-        asked = [qi for qi in range(n) if stage1[qi].candidates]
-        answers = _ask(
-            metered, "llm",
-            [
-                zeroshot.zeroshot_request(
-                    queries[qi].question, queries[qi].chunks, stage1[qi].candidates, config.k,
-                    config.budget("llm"), config.llm_chunk_chars, config.llm_prompt_chars,
-                )
-                for qi in asked
-            ],
-            [("llm", qi) for qi in asked],
-            [partial(tournament.parse_listwise, ids=stage1[qi].candidates) for qi in asked], config, counts,
-        )
-        for qi, answer in zip(asked, answers):
-            named[qi] = answer
-
-    # Stage 2: round-robin screening.
-    stage2_groups: list[list[list[int]]] = [[] for _ in queries]
-    stage2_picks: list[list[list[screening.Pick]]] = [[] for _ in queries]
-    stage2_kept: list[list[screening.Pick]] = [[] for _ in queries]
+        llm_stage(states, run)
     if any(v in SCREENING_VARIANTS for v in variants):
-        jobs = []
-        for qi, q in enumerate(queries):
-            stage2_groups[qi] = screening.round_robin_groups(list(stage1[qi].candidates), config.group_size)
-            jobs += [(qi, gi, group) for gi, group in enumerate(stage2_groups[qi])]
-        answers = _ask(
-            metered, "screening",
-            [
-                screening.screening_request(
-                    queries[qi].question, intents[qi], [(c, card_of[qi][c]) for c in group], quotas[qi],
-                    config.budget("screening"), config.min_keep, config.max_keep,
-                )
-                for qi, _, group in jobs
-            ],
-            [("screening", qi) for qi, _, _ in jobs],
-            [
-                partial(
-                    screening.parse_selection, group_ids=group,
-                    high=screening.keep_bounds(len(group), config.min_keep, config.max_keep)[1],
-                )
-                for _, _, group in jobs
-            ],
-            config, counts,
-        )
-        for (qi, gi, group), selection in zip(jobs, answers):
-            picks = screening.group_picks(gi, group, selection, card_of[qi], quotas[qi], config.min_keep)
-            stage2_picks[qi].append(picks)
-        for qi in range(n):
-            flat = [p for picks in stage2_picks[qi] for p in picks]
-            stage2_kept[qi] = screening.merge_picks(flat, bm25_rank[qi], config.top_n, quotas[qi], card_of[qi])
+        screening_stage(states, run)
+    tournament_stage(states, variants, run)
+    results = [variant_result(state, qi, variant, run) for qi, state in enumerate(states) for variant in variants]
+    for stage, stage_cost in (costs_by_stage(run.judge.costs) if run.judge else {}).items():
+        run.counts.setdefault(stage, StageCount()).cost = stage_cost
+    return RunResult(results, run.counts, card_cost, distinct_chunks)
 
-    # Stage 3: bootstrap tournaments, one batch per round across every running tournament.
-    tournaments: dict[tuple[str, int], tournament.Tournament] = {}
-    for variant in TOURNAMENT_VARIANTS:
-        if variant not in variants:
-            continue
-        for qi, q in enumerate(queries):
-            pool = [p.chunk for p in stage2_kept[qi]] if variant == "full" else list(stage1[qi].candidates)
-            tournaments[(variant, qi)] = tournament.Tournament(
-                pool, seed=f"{config.seed}:{q.id}:{variant}", top_k=config.k, max_rounds=config.max_rounds,
-                stop_at=config.jaccard_stop, small=config.small_group, large=config.large_group,
-            )
-    while running := [key for key, t in tournaments.items() if not t.finished]:
-        jobs = []
-        plans = {}
-        for key in running:
-            plans[key] = tournaments[key].plan_round()
-            jobs += [(key, group) for group in plans[key]]
-        answers = _ask(
-            metered, "tournament",
-            [
-                tournament.ranking_request(
-                    queries[qi].question, [(c, card_of[qi][c]) for c in group], config.budget("tournament")
-                )
-                for (_, qi), group in jobs
-            ],
-            [(f"tournament:{variant}", qi) for (variant, qi), _ in jobs],
-            [partial(tournament.parse_listwise, ids=group) for _, group in jobs], config, counts,
-        )
-        rankings: dict[tuple[str, int], list] = {key: [] for key in running}
-        for (key, _), ranking in zip(jobs, answers):
-            rankings[key].append(ranking)
-        for key in running:
-            tournaments[key].record_round(rankings[key], plans[key])
 
-    # Assemble rankings, scores, costs and audit traces.
-    results = []
-    for qi, q in enumerate(queries):
-        s1 = stage1[qi]
-        base_audit = {
-            "stage1": {
-                "chunks": len(q.chunks),
-                "candidates": list(s1.candidates),
-                "bm25": {str(c): _score_of(s1.scores, c) for c in s1.candidates},
-            }
+def variant_result(state: QueryState, qi: int, variant: str, run: _Run) -> VariantResult:
+    """One variant's ranking of one query (its own order, then the rest in BM25 order), with
+    its scores, cost and audit trace."""
+    s1, q = state.stage1, state.query
+    audit: dict[str, Any] = {
+        "stage1": {
+            "chunks": len(q.chunks),
+            "candidates": list(s1.candidates),
+            "bm25": {str(c): _score_of(s1.scores, c) for c in s1.candidates},
         }
-        for variant in variants:
-            audit = dict(base_audit)
-            cost = Cost()
-            variance = None
-            if variant == "bm25":
-                ranking = list(s1.order)
-                why = {c: f"BM25 rank {bm25_rank[qi][c]} (score {_score_of(s1.scores, c)})" for c in ranking}
-            elif variant == "llm":
-                head = named[qi] or []
-                ranking = fill_ranking(head, s1.order)
-                audit["llm"] = {"named": head, "parsed": named[qi] is not None}
-                cost = metered.cost([("llm", qi)])
-                why = {c: f"named {i} of {len(head)} by the zero-shot judge" for i, c in enumerate(head, 1)}
-            else:
-                if variant in SCREENING_VARIANTS:
-                    audit["intent"] = intents[qi]
-                    audit["quotas"] = quotas[qi]
-                    audit["stage2"] = _stage2_audit(stage2_groups[qi], stage2_picks[qi], stage2_kept[qi])
-                    cost = cost + metered.cost([("intent", qi), ("screening", qi)])
-                if variant in TOURNAMENT_VARIANTS:
-                    t = tournaments[(variant, qi)]
-                    audit["stage3"] = _stage3_audit(t)
-                    cost = cost + metered.cost([(f"tournament:{variant}", qi)])
-                    head = t.final_order()
-                    variance = t.rank_variance()
-                else:
-                    head = [p.chunk for p in stage2_kept[qi]]
-                ranking = fill_ranking(head, s1.order)
-                kept = stage2_kept[qi] if variant in SCREENING_VARIANTS else []
-                why = _why(head, kept, tournaments.get((variant, qi)))
-            for c in ranking:
-                why.setdefault(c, f"not placed by {variant}: BM25 order (rank {bm25_rank[qi][c]})")
-            audit["final"] = [
-                {
-                    "rank": rank,
-                    "id": c,
-                    "why": why[c],
-                    **(
-                        {"card_matches": card_matches(card_of[qi][c], q.question, intents[qi]),
-                         "card_source": card_of[qi][c]["source"]}
-                        if c in card_of[qi] and variant in CARD_VARIANTS else {}
-                    ),
-                }
-                for rank, c in enumerate(ranking[: config.k], start=1)
-            ]
-            cost_fields = cost.as_dict()
-            if variant in CARD_VARIANTS:
-                cost_fields = {name: value + card_share[qi][name] for name, value in cost_fields.items()}
-            scores = rank_metrics(ranking, q.qrel, config.k) if q.qrel is not None else None
-            results.append(VariantResult(q.id, variant, ranking, audit, cost_fields, scores, variance))
-    for stage, stage_cost in (costs_by_stage(metered.costs) if metered else {}).items():
-        counts.setdefault(stage, StageCount()).cost = stage_cost
-    return RunResult(results, counts, card_cost, len(distinct))
+    }
+    cost = Cost()
+    variance = None
+    t = state.tournaments.get(variant)
+    if variant == "bm25":
+        ranking = list(s1.order)
+        why = {c: f"BM25 rank {state.bm25_rank[c]} (score {_score_of(s1.scores, c)})" for c in ranking}
+    elif variant == "llm":
+        head = state.named or []
+        ranking = fill_ranking(head, s1.order)
+        audit["llm"] = {"named": head, "parsed": state.named is not None}
+        cost = run.cost([("llm", qi)])
+        why = {c: f"named {i} of {len(head)} by the zero-shot judge" for i, c in enumerate(head, 1)}
+    else:
+        if variant in SCREENING_VARIANTS:
+            audit["intent"] = state.intent
+            audit["quotas"] = state.quotas
+            audit["stage2"] = _stage2_audit(state.groups, state.picks, state.kept)
+            cost = cost + run.cost([("intent", qi), ("screening", qi)])
+        if t is not None:
+            audit["stage3"] = _stage3_audit(t)
+            cost = cost + run.cost([(f"tournament:{variant}", qi)])
+            head = t.final_order()
+            variance = t.rank_variance()
+        else:
+            head = [p.chunk for p in state.kept]
+        ranking = fill_ranking(head, s1.order)
+        why = _why(head, state.kept if variant in SCREENING_VARIANTS else [], t)
+    for c in ranking:
+        why.setdefault(c, f"not placed by {variant}: BM25 order (rank {state.bm25_rank[c]})")
+    with_cards = variant in CARD_VARIANTS
+    audit["final"] = [
+        {
+            "rank": rank,
+            "id": c,
+            "why": why[c],
+            **(
+                {"card_matches": card_matches(state.cards[c], q.question, state.intent),
+                 "card_source": state.cards[c]["source"]}
+                if with_cards and c in state.cards else {}
+            ),
+        }
+        for rank, c in enumerate(ranking[: run.config.k], start=1)
+    ]
+    cost_fields = cost.as_dict()
+    if with_cards:
+        cost_fields = {name: value + state.card_share[name] for name, value in cost_fields.items()}
+    scores = rank_metrics(ranking, q.qrel, run.config.k) if q.qrel is not None else None
+    return VariantResult(q.id, variant, ranking, audit, cost_fields, scores, variance)
 
 
 # ---------------------------------------------------------------------------------------------

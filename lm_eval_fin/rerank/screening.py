@@ -40,14 +40,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence, TypeVar
+from typing import Any, TypeVar
 
-from lm_eval_fin.judge.base import JudgeRequest
+from lm_eval_fin.jsontext import as_id, parse_json_object
+from lm_eval_fin.judge.base import JudgeRequest, chat_request
 from lm_eval_fin.ranking import parse_ranking
 from lm_eval_fin.rerank.cards import render_card
 from lm_eval_fin.rerank.intent import DEFINITION, TREND, satisfies_quota
-from lm_eval_fin.jsontext import as_id, parse_json_object
 
 GROUP_SIZE = 25
 MIN_KEEP = 8
@@ -176,8 +177,9 @@ def screening_request(
         + (f"{quota_text}\n\n" if quota_text else "")
         + f"Keep between {keep_low} and {keep_high} chunks, most relevant first, as JSON:"
     )
-    return JudgeRequest(
-        messages=({"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": user}),
+    return chat_request(
+        _INSTRUCTIONS,
+        user,
         max_tokens=max_tokens,
         temperature=0.0,
         json_schema=screening_schema(keep_low, keep_high),

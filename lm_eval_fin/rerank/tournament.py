@@ -40,12 +40,12 @@ noise; a partial ranking is completed with the chunks it left out, in prior orde
 from __future__ import annotations
 
 import random
-from typing import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
-from lm_eval_fin.judge.base import JudgeRequest
+from lm_eval_fin.jsontext import as_id, parse_json_object
+from lm_eval_fin.judge.base import JudgeRequest, chat_request
 from lm_eval_fin.ranking import parse_ranking
 from lm_eval_fin.rerank.cards import render_card
-from lm_eval_fin.jsontext import as_id, parse_json_object
 
 SMALL_GROUP = 15
 LARGE_GROUP = 25
@@ -274,8 +274,9 @@ def ranking_request(
     shuffled order (the order is part of the bootstrap)."""
     cards = "\n".join(render_card(chunk, card) for chunk, card in group)
     user = f"Question: {question}\n\nCards ({len(group)} chunks):\n{cards}\n\nRanking of all {len(group)} chunk ids as JSON:"
-    return JudgeRequest(
-        messages=({"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": user}),
+    return chat_request(
+        _INSTRUCTIONS,
+        user,
         max_tokens=max_tokens,
         temperature=0.0,
         json_schema=ranking_schema([chunk for chunk, _ in group]),

@@ -16,9 +16,9 @@ unparsable answer leaves the BM25 order (and counts as a parse failure).
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
-from lm_eval_fin.judge.base import JudgeRequest
+from lm_eval_fin.judge.base import JudgeRequest, chat_request
 
 CHUNK_CHARS = 1500  # the most characters of one chunk the judge sees
 PROMPT_CHARS = 90_000  # chunk characters of the whole prompt, sized for a 32k-token context
@@ -67,8 +67,9 @@ def zeroshot_request(
         f"Question: {question}\n\nChunks:\n{blocks}\n\n"
         f"List the {top} most relevant chunk indices, most relevant first, as JSON:"
     )
-    return JudgeRequest(
-        messages=({"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": user}),
+    return chat_request(
+        _INSTRUCTIONS,
+        user,
         max_tokens=max_tokens,
         temperature=0.0,
         json_schema={

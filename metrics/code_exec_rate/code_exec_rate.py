@@ -10,18 +10,10 @@ import os
 import datasets
 import evaluate
 
-from lm_eval_fin import sandbox
+from lm_eval_fin import citations, sandbox
+from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
 
-_CITATION = """\
-@inproceedings{long2025finlfqa,
-    title = {{FinLFQA}: Evaluating Attributed Text Generation of {LLMs} in Financial Long-Form Question Answering},
-    author = {Long, Yitao and Hu, Tiansheng and Zhao, Yilun and Cohan, Arman and Zhao, Chen},
-    booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2025},
-    year = {2025},
-    eprint = {2510.06426},
-    archivePrefix = {arXiv}
-}
-"""
+_CITATION = citations.FINLFQA
 
 _DESCRIPTION = """\
 FinLFQA asks a model to back each computed value in its answer with a Python function. The
@@ -49,8 +41,6 @@ Returns:
     n_snippets: number of snippets.
     n_ok: number of snippets that ran.
 Examples:
-    >>> import evaluate
-    >>> from lm_eval_fin.paths import metric_path
     >>> code_exec_rate = evaluate.load(metric_path("code_exec_rate"))
     >>> snippets = [
     ...     ["def growth():\\n    return (150 - 120) / 120"],
@@ -79,7 +69,10 @@ class CodeExecRate(evaluate.Metric):
             features=datasets.Features(
                 {"predictions": datasets.Sequence(datasets.Value("string"))}
             ),
+            homepage="https://arxiv.org/abs/2510.06426",
+            codebase_urls=["https://github.com/yitaoLong/FinLFQA"],
             reference_urls=["https://arxiv.org/abs/2510.06426"],
+            license="MIT",
         )
 
     def _compute(

@@ -4,17 +4,11 @@
 import datasets
 import evaluate
 
+from lm_eval_fin import citations
 from lm_eval_fin.ems.pipeline import resolve_bertscore_model, run_ems
+from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
 
-_CITATION = """\
-@article{hu2025ems,
-  title   = {Extract, Match, and Score: An Evaluation Paradigm for Long Question-context-answer
-             Triplets in Financial Analysis},
-  author  = {Hu, Bo and others},
-  journal = {arXiv preprint arXiv:2503.16575},
-  year    = {2025}
-}
-"""
+_CITATION = citations.EMS
 
 _DESCRIPTION = """\
 EMS compares a long answer with a reference answer point by point. Both are split into
@@ -60,7 +54,7 @@ Returns:
     extractor) and "ems_judge_<requests|cache_hits|model_calls|prompt_tokens|
     completion_tokens>".
 Examples:
-    >>> ems = evaluate.load(lm_eval_fin.paths.metric_path("ems"))
+    >>> ems = evaluate.load(metric_path("ems"))
     >>> results = ems.compute(
     ...     predictions=["Here is the summary:\\n- Revenue rose 6% to $94.9 billion.\\n- Margins held."],
     ...     references=["Revenue increased 6% to $94.9 billion. The buyback was $110 billion."],
@@ -78,10 +72,13 @@ class Ems(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
+            homepage="https://arxiv.org/abs/2503.16575",
+            codebase_urls=[],
+            reference_urls=["https://arxiv.org/abs/2503.16575"],
+            license="MIT",
             features=datasets.Features(
                 {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
             ),
-            reference_urls=["https://arxiv.org/abs/2503.16575"],
         )
 
     def _compute(
@@ -99,17 +96,23 @@ class Ems(evaluate.Metric):
         loaded_judge = None
         if judge is not None:
             from lm_eval_fin.judge import JudgeOptions, load_judge
+            from lm_eval_fin.judge.options import check_options
 
-            loaded_judge = load_judge(judge, JudgeOptions(**(judge_options or {})))
-        run = run_ems(
-            predictions,
-            references,
-            judge=loaded_judge,
-            scorers=scorers,
-            max_score=max_score,
-            bertscore_model=resolve_bertscore_model(bertscore_model),
-            extract_max_tokens=extract_max_tokens,
-        )
+            # the same checks as everywhere else: unknown names and wrong types are a ValueError
+            loaded_judge = load_judge(judge, JudgeOptions(**check_options(judge_options or {})))
+        try:
+            run = run_ems(
+                predictions,
+                references,
+                judge=loaded_judge,
+                scorers=scorers,
+                max_score=max_score,
+                bertscore_model=resolve_bertscore_model(bertscore_model),
+                extract_max_tokens=extract_max_tokens,
+            )
+        finally:
+            if loaded_judge is not None:
+                loaded_judge.close()
         results = run.metrics()
         if return_details:
             results["details"] = run.as_dict()["documents"]

@@ -4,16 +4,11 @@
 import datasets
 import evaluate
 
+from lm_eval_fin import citations
 from lm_eval_fin.attribution import evidence_prf, knowledge_recall, parse_answer
+from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
 
-_CITATION = """\
-@inproceedings{long2025finlfqa,
-  title     = {FinLFQA: Evaluating Attributed Text Generation of LLMs in Financial Long-Form Question Answering},
-  author    = {Long, Yitao and Hu, Tiansheng and Zhao, Yilun and Cohan, Arman and Zhao, Chen},
-  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2025},
-  year      = {2025}
-}
-"""
+_CITATION = citations.FINLFQA
 
 _DESCRIPTION = """\
 Attribution quality of answers written as numbered clauses with Evidence, Code and Knowledge
@@ -42,7 +37,7 @@ Returns:
     "evidence_precision", "evidence_recall", "evidence_f1", "knowledge_recall" (means over
     examples, in [0, 1]), "parse_failure_rate" and "n_examples".
 Examples:
-    >>> metric = evaluate.load(lm_eval_fin.paths.metric_path("evidence_f1"))
+    >>> metric = evaluate.load(metric_path("evidence_f1"))
     >>> answer = "1. CWT's interest rose 25%.\\nEvidence: CWT [16], AWK [3]\\nCode: none\\nKnowledge: [2]"
     >>> results = metric.compute(
     ...     predictions=[answer, "I do not know."],
@@ -63,6 +58,10 @@ class EvidenceF1(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
+            homepage="https://arxiv.org/abs/2510.06426",
+            codebase_urls=["https://github.com/yitaoLong/FinLFQA"],
+            reference_urls=["https://arxiv.org/abs/2510.06426"],
+            license="MIT",
             features=datasets.Features(
                 {
                     "predictions": datasets.Value("string"),

@@ -4,17 +4,12 @@
 import datasets
 import evaluate
 
+from lm_eval_fin import citations
 from lm_eval_fin.attribution import parse_answer
 from lm_eval_fin.numbers import numeric_prf
+from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
 
-_CITATION = """\
-@inproceedings{long2025finlfqa,
-  title     = {FinLFQA: Evaluating Attributed Text Generation of LLMs in Financial Long-Form Question Answering},
-  author    = {Long, Yitao and Hu, Tiansheng and Zhao, Yilun and Cohan, Arman and Zhao, Chen},
-  booktitle = {Findings of the Association for Computational Linguistics: EMNLP 2025},
-  year      = {2025}
-}
-"""
+_CITATION = citations.FINLFQA
 
 _DESCRIPTION = """\
 How well the numbers stated in an answer agree with those of the reference, as FinLFQA
@@ -48,7 +43,7 @@ Returns:
     "numeric_precision", "numeric_recall", "numeric_f1" (means over examples, in [0, 1])
     and "n_examples".
 Examples:
-    >>> metric = evaluate.load(lm_eval_fin.paths.metric_path("fin_numeric_match"))
+    >>> metric = evaluate.load(metric_path("fin_numeric_match"))
     >>> results = metric.compute(
     ...     predictions=["Revenue was 3 million, up 3.965%.", "1. No figures here."],
     ...     references=["Revenue reached $3,000,000, growth of 3.97%.", "Margins were 12%."],
@@ -65,6 +60,10 @@ class FinNumericMatch(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
+            homepage="https://arxiv.org/abs/2510.06426",
+            codebase_urls=["https://github.com/yitaoLong/FinLFQA"],
+            reference_urls=["https://arxiv.org/abs/2510.06426"],
+            license="MIT",
             features=datasets.Features(
                 {"predictions": datasets.Value("string"), "references": datasets.Value("string")}
             ),

@@ -4,16 +4,11 @@
 import datasets
 import evaluate
 
+from lm_eval_fin import citations
+from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
 from lm_eval_fin.ranking import GAINS, rank_metrics
 
-_CITATION = """\
-@inproceedings{choi2025finagentbench,
-  title     = {FinAgentBench: A Benchmark Dataset for Agentic Retrieval in Financial Question Answering},
-  author    = {Choi, Chanyeol and others},
-  booktitle = {Proceedings of the 6th ACM International Conference on AI in Finance (ICAIF)},
-  year      = {2025}
-}
-"""
+_CITATION = citations.FINAGENTBENCH
 
 _DESCRIPTION = """\
 Ranking quality of a model's ordering of candidates against graded relevance judgements, as
@@ -43,7 +38,7 @@ Args:
 Returns:
     "ndcg@k", "map@k", "mrr@k" (means over queries, in [0, 1]) and "n_queries".
 Examples:
-    >>> metric = evaluate.load(lm_eval_fin.paths.metric_path("ndcg_rerank"))
+    >>> metric = evaluate.load(metric_path("ndcg_rerank"))
     >>> results = metric.compute(
     ...     predictions=[["2", "0", "1"], ["1", "0"]],
     ...     references=[{"ids": ["0", "1", "2"], "grades": [1, 0, 2]}, {"ids": ["0", "1"], "grades": [0, 0]}],
@@ -62,6 +57,10 @@ class NdcgRerank(evaluate.Metric):
             description=_DESCRIPTION,
             citation=_CITATION,
             inputs_description=_KWARGS_DESCRIPTION,
+            homepage="https://arxiv.org/abs/2508.14052",
+            codebase_urls=["https://github.com/usnistgov/trec_eval"],
+            reference_urls=["https://arxiv.org/abs/2508.14052"],
+            license="MIT",
             features=datasets.Features(
                 {
                     "predictions": datasets.Sequence(datasets.Value("string")),

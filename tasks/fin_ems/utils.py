@@ -1,5 +1,5 @@
-"""Adapters between lm-eval and lm_eval_fin for fin_ems; the logic is in lm_eval_fin.ems.harness."""
+"""lm-eval adapters of fin_ems: the logic is in lm_eval_fin.benchmarks.fin_ems."""
 
-from lm_eval_fin.ems.harness import corpus_metric, doc_to_text, load_dataset, process_results, total
+from lm_eval_fin.benchmarks.fin_ems.task import corpus_metric, doc_to_text, load_dataset, process_results, total
 
 __all__ = ["corpus_metric", "doc_to_text", "load_dataset", "process_results", "total"]

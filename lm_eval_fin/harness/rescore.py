@@ -11,10 +11,10 @@ What it does:
    is read from the file name (lm-eval's pattern; ``--tasks`` names the task of a file
    renamed by hand) and each line must look like an lm-eval sample (``doc_id``, ``doc``,
    ``resps`` or ``filtered_resps``).
-2. Looks the task up in :data:`RESCORERS`, a registry of task families with judge metrics
-   (``fin_lfqa``, ``fin_ems``; a task ``fin_ems_xyz`` belongs to family ``fin_ems``), and
-   calls that family's ``rescore(samples, judge) -> (metrics, details)``; each family submits
-   its judge work in one batch. Tasks with no judge metrics are skipped in a folder and an
+2. Finds the benchmark that owns the task (each :class:`~lm_eval_fin.harness.benchmark.Benchmark`
+   names its task prefix; ``fin_ems_xyz`` belongs to ``fin_ems``) and calls its
+   ``rescore(samples, judge) -> (metrics, details)``; each benchmark submits its judge work in
+   one batch. Tasks with no judge metrics are skipped in a folder and an
    error when named explicitly.
 3. Writes, next to the samples, ``judged_results_<date>.json`` in lm-eval's results format
    (``results: {task: {"metric,filter": value, "metric_stderr,filter": "N/A"}}``,
@@ -33,8 +33,7 @@ request failed for good (a server that could not be reached, say), the results a
 written, with those samples counted as judge failures, and ``score`` exits with status 1 and
 a message saying how many failed; running it again sends only those.
 
-``higher_is_better`` of a family's metrics comes from ``HIGHER_IS_BETTER`` (metric -> bool)
-in the module of its ``rescore``, else from the task's ``metric_list`` in lm-eval's results.
+``higher_is_better`` of the metrics comes from the task's YAML ``metric_list``.
 """
 
 from __future__ import annotations
@@ -42,123 +41,40 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
-import importlib
 import json
 import logging
-import re
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from lm_eval_fin.jsonl import read_jsonl
+from lm_eval_fin.harness import taskfiles
+from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
+from lm_eval_fin.harness.samples import SamplesError, SamplesFile, find_samples_files, read_samples
 
-logger = logging.getLogger("lm_eval_fin.scoring")
-
-# task family -> "module:function" with signature rescore(samples, judge) -> (metrics, details)
-RESCORERS: dict[str, str] = {
-    "fin_lfqa": "lm_eval_fin.finlfqa:rescore",
-    "fin_ems": "lm_eval_fin.ems.harness:rescore",
-}
-
-# lm-eval's EvaluationTracker: samples_<task>_<datetime.now().isoformat() with ':' -> '-'>.jsonl
-SAMPLES_FILE = re.compile(
-    r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?)\.jsonl$"
-)
-
-
-class ScoreError(Exception):
-    """A problem with the user's input; reported as one line, exit status 2."""
-
+logger = logging.getLogger(__name__)
 
 # exit status when every input was fine but some judge requests failed for good
 JUDGE_FAILED_STATUS = 1
 
 
-@dataclass(frozen=True)
-class SamplesFile:
-    path: Path
-    task: str
-    date: str  # lm-eval's run id; "" for a file renamed by hand
+class ScoreError(Exception):
+    """A problem with the user's input; reported as one line, exit status 2."""
 
-    @property
-    def run_key(self) -> tuple[Path, str]:
-        return self.path.parent, self.date
-
-
-def find_samples_files(path: Path, tasks: list[str] | None = None) -> list[SamplesFile]:
-    """The samples files at ``path`` (a file or a folder searched recursively)."""
-    if not path.exists():
-        raise ScoreError(f"{path} does not exist")
-    if path.is_file():
-        match = SAMPLES_FILE.match(path.name)
-        if match:
-            if tasks and match["task"] not in tasks:
-                raise ScoreError(f"{path.name} holds task {match['task']!r}, not one of --tasks {tasks}")
-            return [SamplesFile(path, match["task"], match["date"])]
-        if tasks and len(tasks) == 1:
-            return [SamplesFile(path, tasks[0], "")]
-        raise ScoreError(
-            f"cannot tell the task of {path.name}: lm-eval names samples files "
-            "samples_<task>_<date>.jsonl; pass --tasks <task> for a renamed file"
-        )
-    found = []
-    for candidate in sorted(path.rglob("samples_*.jsonl")):
-        match = SAMPLES_FILE.match(candidate.name)
-        if match and (not tasks or match["task"] in tasks):
-            found.append(SamplesFile(candidate, match["task"], match["date"]))
-    if not found:
-        which = f" for tasks {tasks}" if tasks else ""
-        raise ScoreError(
-            f"no lm-eval samples files{which} under {path}; run lm_eval with --log_samples "
-            "(and --output_path) first"
-        )
-    return found
-
-
-def family_of(task: str) -> str | None:
-    """The registered family of ``task``: the task itself or its longest ``family_`` prefix."""
-    if task in RESCORERS:
-        return task
-    prefixes = [family for family in RESCORERS if task.startswith(family + "_")]
-    return max(prefixes, key=len) if prefixes else None
-
-
-def load_rescorer(family: str) -> Callable[[list[dict], Any], tuple[dict[str, float], list[dict]]]:
-    module_name, _, function = RESCORERS[family].partition(":")
-    try:
-        module = importlib.import_module(module_name)
-        return getattr(module, function)
-    except (ImportError, AttributeError) as exc:
-        raise ScoreError(f"the judge metrics of {family} ({RESCORERS[family]}) cannot be loaded: {exc}") from exc
-
-
-def higher_is_better_of(family: str, task: str, original: dict | None) -> dict[str, bool]:
-    """``higher_is_better`` of the family's metrics: its module's ``HIGHER_IS_BETTER``, else the
-    task's ``metric_list`` in lm-eval's own results of the run."""
-    known: dict[str, bool] = {}
+def higher_is_better_of(task: str, original: dict | None) -> dict[str, bool]:
+    """``higher_is_better`` of a task's metrics: the ``metric_list`` in lm-eval's own results
+    of the run, else the shipped task YAML's."""
     config = ((original or {}).get("configs") or {}).get(task) or {}
-    for entry in config.get("metric_list") or []:
-        if isinstance(entry, dict) and "metric" in entry and "higher_is_better" in entry:
-            known[str(entry["metric"])] = bool(entry["higher_is_better"])
-    module = importlib.import_module(RESCORERS[family].partition(":")[0])
-    known.update(getattr(module, "HIGHER_IS_BETTER", {}))
-    return known
-
-
-def read_samples(path: Path) -> list[dict]:
-    samples = []
-    for where, sample in read_jsonl(path, ScoreError):
-        if not isinstance(sample, dict) or "doc" not in sample or not (
-            "resps" in sample or "filtered_resps" in sample
-        ):
-            raise ScoreError(f"{where}: not an lm-eval sample (needs doc and resps or filtered_resps)")
-        samples.append(sample)
-    if not samples:
-        raise ScoreError(f"{path} holds no samples")
-    return samples
+    listed = {
+        str(entry["metric"]): bool(entry["higher_is_better"])
+        for entry in config.get("metric_list") or []
+        if isinstance(entry, dict) and "metric" in entry and "higher_is_better" in entry
+    }
+    if listed or task not in taskfiles.task_configs():
+        return listed
+    return taskfiles.higher_is_better(task)
 
 
 def _stats_delta(after, before) -> dict[str, Any]:
@@ -240,22 +156,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
     try:
-        return _score(args)
-    except ScoreError as exc:
+        return _score(args, [b for b in benchmarks if b.rescore is not None])
+    except (ScoreError, SamplesError) as exc:
         print(f"lm-eval-fin score: error: {exc}", file=sys.stderr)
         return 2
 
 
-def _score(args: argparse.Namespace) -> int:
+def _score(args: argparse.Namespace, judged: list[Benchmark]) -> int:
     from lm_eval_fin.judge import load_judge
     from lm_eval_fin.judge.options import JUDGE_ENV, options_from_args
 
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     files = find_samples_files(args.path, tasks)
-    scorable = [f for f in files if family_of(f.task)]
-    known = ", ".join(sorted(RESCORERS))
+    scorable = [f for f in files if benchmark_of(f.task, judged)]
+    known = ", ".join(sorted(b.name for b in judged))
     if args.path.is_file() and not scorable:
         raise ScoreError(f"task {files[0].task!r} has no judge metrics; tasks with judge metrics: {known}")
     if not scorable:
@@ -278,7 +194,7 @@ def _score(args: argparse.Namespace) -> int:
         runs[f.run_key].append(f)
     try:
         for (folder, date), run_files in runs.items():
-            out_path = score_run(folder, date, run_files, judge, dataclasses.asdict(options))
+            out_path = score_run(folder, date, run_files, judge, dataclasses.asdict(options), judged)
             print(f"judge results: {out_path}")
     finally:
         judge.close()
@@ -295,19 +211,21 @@ def _score(args: argparse.Namespace) -> int:
     return 0
 
 
-def score_run(folder: Path, date: str, run_files: list[SamplesFile], judge, options: dict) -> Path:
+def score_run(
+    folder: Path, date: str, run_files: list[SamplesFile], judge, options: dict, benchmarks: Sequence[Benchmark]
+) -> Path:
     """Re-score the samples files of one lm-eval run and write its judged results."""
     original_path = folder / f"results_{date}.json"
     original = json.loads(original_path.read_text(encoding="utf-8")) if date and original_path.is_file() else None
     task_metrics, sample_counts, task_stats, detail_files, higher_is_better = {}, {}, {}, {}, {}
     for f in run_files:
         samples = read_samples(f.path)
-        rescore = load_rescorer(family_of(f.task))
-        higher_is_better[f.task] = higher_is_better_of(family_of(f.task), f.task, original)
+        benchmark = benchmark_of(f.task, benchmarks)
+        higher_is_better[f.task] = higher_is_better_of(f.task, original)
         before = copy.deepcopy(judge.stats)
         try:
-            metrics, details = rescore(samples, judge)
-        except ValueError as exc:  # the family's own check of its samples (wrong task, old format)
+            metrics, details = benchmark.rescore(samples, judge)
+        except ValueError as exc:  # the benchmark's own check of its samples (wrong task, old format)
             raise ScoreError(f"{f.path.name}: {exc}") from exc
         task_stats[f.task] = _stats_delta(judge.stats, before)
         task_metrics[f.task] = metric_entries(metrics, str(samples[0].get("filter") or "none"))

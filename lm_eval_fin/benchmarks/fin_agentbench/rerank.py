@@ -16,13 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import Any
 
-from lm_eval_fin.finagentbench import ChallengeFormatError, load_records
+from lm_eval_fin.benchmarks.fin_agentbench.data import ChallengeFormatError, load_records
+from lm_eval_fin.benchmarks.fin_agentbench.prompt import parse_challenge_prompt, prompt_text
 from lm_eval_fin.judge import load_judge
 from lm_eval_fin.judge.options import options_from_args
-from lm_eval_fin.rerank.pipeline import VARIANTS, FinCardsConfig, RunResult, queries_from_records, run_fincards
+from lm_eval_fin.rerank.pipeline import VARIANTS, FinCardsConfig, Query, RunResult, run_fincards
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +50,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="characters of chunk text in the llm baseline's prompt, shared by its candidates; the default "
         "fits a 32k-token context (default: %(default)s)",
     )
+
+
+def queries_from_records(records: Sequence[Mapping[str, Any]]) -> list[Query]:
+    """Queries from challenge records (see :mod:`~lm_eval_fin.benchmarks.fin_agentbench.data`). A record whose
+    prompt lists no chunks becomes a query with no chunks (an empty ranking, scores 0)."""
+    queries = []
+    for record in records:
+        question, chunks = parse_challenge_prompt(prompt_text(record))
+        qrel = record.get("qrel")
+        queries.append(
+            Query(
+                id=str(record.get("uuid", record.get("_id"))),
+                question=question,
+                chunks=chunks,
+                qrel={str(k): v for k, v in qrel.items()} if qrel is not None else None,
+            )
+        )
+    return queries
 
 
 def summary_rows(run: RunResult, variants: Sequence[str]) -> list[dict]:

@@ -16,10 +16,11 @@ There is no hub copy; users download the files and pass them with
 from __future__ import annotations
 
 import json
-import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
+from lm_eval_fin.benchmarks.fin_agentbench.prompt import candidates_of, prompt_text
 from lm_eval_fin.jsonl import read_jsonl
 
 EXPECTED = (
@@ -31,8 +32,6 @@ EXPECTED = (
 # Which files of a folder belong to which task.
 FILE_PATTERNS = {"document": "document_ranking*.jsonl", "chunk": "chunk_ranking*.jsonl"}
 
-_CANDIDATE = re.compile(r"^\s*\[[^\[\]\n]*?Index\s+(\d+)\]\s*", re.MULTILINE | re.IGNORECASE)
-_QUESTION = re.compile(r"Question:\s*(.+?)(?:\n\s*\n|\n(?=\S[^\n]*:\s*$)|$)", re.DOTALL)
 
 
 class ChallengeFormatError(ValueError):
@@ -87,43 +86,9 @@ def load_records(data_path: str | Path, kind: str = "document") -> list[dict]:
     return records
 
 
-def prompt_text(record: dict) -> str:
-    """The prompt as the challenge gives it: the content of the (last) user message."""
-    users = [m["content"] for m in record["messages"] if m.get("role", "user") == "user"]
-    return users[-1] if users else record["messages"][-1]["content"]
-
-
-def parse_challenge_prompt(text: str) -> tuple[str, dict[int, str]]:
-    """(question, {candidate index: candidate text}) read from one challenge prompt.
-
-    Candidates are the ``[... Index N] text`` blocks; each runs to the next block, and the last
-    one to the first blank line followed by the closing instruction.
-    """
-    question_match = _QUESTION.search(text)
-    question = question_match.group(1).strip() if question_match else ""
-    marks = list(_CANDIDATE.finditer(text))
-    candidates: dict[int, str] = {}
-    for mark, following in zip(marks, [*marks[1:], None]):
-        end = following.start() if following else len(text)
-        body = text[mark.end() : end]
-        if following is None:
-            # The instruction after the last candidate is separated by a blank line.
-            body = re.split(r"\n\s*\n", body, maxsplit=1)[0]
-        candidates.setdefault(int(mark.group(1)), body.strip())
-    return question, candidates
-
-
-def candidates_of(record: dict) -> dict[int, str]:
-    """Candidate index -> text of a record: from its prompt, else (no readable candidate
-    blocks) the indices of its grades with no text."""
-    _, candidates = parse_challenge_prompt(prompt_text(record))
-    if candidates:
-        return candidates
-    return {int(k): "" for k in (record.get("qrel") or {}) if str(k).lstrip("-").isdigit()}
-
-
-def to_documents(records: Iterable[dict], gain: str, with_labels: bool) -> list[dict]:
-    """Task documents: flat, typed alike across records (datasets needs one schema).
+def to_documents(records: Iterable[dict], with_labels: bool) -> list[dict]:
+    """Task documents: the prompt as the challenge gives it, the candidate indices, and the
+    grades as JSON text (empty for eval files).
 
     ``with_labels`` keeps the candidates' texts as labels for the ranking parser; meant for
     the document-type task, whose candidates are short names ("10-K", "Earnings").
@@ -139,7 +104,6 @@ def to_documents(records: Iterable[dict], gain: str, with_labels: bool) -> list[
                 "candidates": sorted(candidates),
                 "labels": json.dumps({str(k): v for k, v in candidates.items()} if with_labels else {}),
                 "qrel": json.dumps({str(k): v for k, v in qrel.items()}) if qrel is not None else "",
-                "gain": gain,
             }
         )
     return documents

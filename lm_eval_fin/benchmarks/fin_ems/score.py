@@ -1,0 +1,52 @@
+"""fin_ems scores of a run: BLEU, whole-answer BERTScore and EMS (the EMS paper's Table 1).
+
+ROUGE-L is per document (the task computes it in ``process_results``); the rest needs the run
+at once: BLEU is corpus-level, BERTScore loads a model, and EMS sends one batched judge round
+per stage (:func:`lm_eval_fin.ems.run_ems`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from lm_eval_fin import textsim
+from lm_eval_fin.ems.pipeline import MAX_ATTEMPTS, resolve_bertscore_model, run_ems
+
+
+def score_corpus(
+    ids: Sequence[str],
+    answers: Sequence[str],
+    references: Sequence[str],
+    judge: Any,
+    bertscore_model: str | None = None,
+    max_score: int = 10,
+    max_attempts: int = MAX_ATTEMPTS,
+    extract_max_tokens: int | None = None,
+) -> tuple[dict[str, float], dict[str, Any]]:
+    """BLEU, whole-answer BERTScore F1 and EMS of a run: (figures, details). ``judge`` None
+    runs the offline EMS (``ems_offline_*``)."""
+    model = resolve_bertscore_model(bertscore_model)
+    run = run_ems(
+        answers,
+        references,
+        judge=judge,
+        max_score=max_score,
+        bertscore_model=model,
+        max_attempts=max_attempts,
+        extract_max_tokens=extract_max_tokens,
+    )
+    bertscore = textsim.bertscore_f1(answers, references, model=model)
+    figures = {
+        "bleu": textsim.bleu(answers, references),
+        "bertscore_f1": math.nan if bertscore is None else sum(bertscore) / max(len(bertscore), 1),
+        **run.metrics(),
+    }
+    details = run.as_dict()
+    details["documents"] = [
+        {"id": doc_id, "bertscore_f1": None if bertscore is None else bertscore[i], **doc}
+        for i, (doc_id, doc) in enumerate(zip(ids, details["documents"]))
+    ]
+    details["metrics"] = figures
+    return figures, details

@@ -1,0 +1,295 @@
+"""FinLFQA (Long et al., EMNLP Findings 2025) data: the hub schema and our task documents.
+
+:func:`to_document` is the one place that knows the hub's field names; it renders each
+example's two 10-Q excerpts and its professional-knowledge list with the indices the evidence
+and knowledge attributions refer to, and keeps the reference answer's clauses as JSON text.
+
+Hub schema (``Dragongon/FinLFQA``): ``question`` (text), ``context`` (JSON: ticker -> report
+paragraphs, text or tables), ``clauses`` (JSON: the reference answer's clauses, each with its
+text, evidence per ticker, code and knowledge; empty where the split's answers are private)
+and the knowledge list under one of :data:`KNOWLEDGE_LIST_FIELDS`. A local copy in the same
+schema is JSON (a list, or an object with one list per split), JSON Lines or parquet.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lm_eval_fin import attribution
+from lm_eval_fin.jsontext import field
+
+logger = logging.getLogger(__name__)
+
+HUB_DATASET = "Dragongon/FinLFQA"
+SPLITS = ("validation", "test")
+# The hub's JSON lists carry no explicit indices; the annotators' indices are taken to be list
+# positions from 0. Users can switch with --metadata '{"index_base": 1}'.
+DEFAULT_INDEX_BASE = 0
+
+# Where the hub may keep the professional-knowledge list (its name is not documented).
+KNOWLEDGE_LIST_FIELDS = (
+    "knowledge", "knowledge_list", "professional_knowledge", "knowledges", "knowledge_base",
+    "financial_knowledge", "formulas", "knowledge_pool",
+)
+ID_FIELDS = ("id", "qid", "uid", "example_id", "question_id")
+CLAUSE_TEXT_FIELDS = ("clause", "text", "content", "sentence", "statement", "answer")
+CLAUSE_EVIDENCE_FIELDS = ("evidence", "evidences", "citations")
+CLAUSE_CODE_FIELDS = ("code", "codes", "python", "program")
+CLAUSE_KNOWLEDGE_FIELDS = ("knowledge", "knowledges", "professional_knowledge", "knowledge_indices")
+
+
+class SchemaError(ValueError):
+    """A record that is not in the FinLFQA hub schema; the message lists what was found."""
+
+
+# ---------------------------------------------------------------------------------- rendering
+
+
+def render_table(rows: Sequence[Sequence[Any]]) -> str:
+    """A table as the paper serialises it: `` | `` between columns, a newline between rows."""
+    return "\n".join(" | ".join("" if cell is None else str(cell).strip() for cell in row) for row in rows)
+
+
+def _is_table(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(row, list) for row in value)
+
+
+def render_paragraph(item: Any) -> str:
+    """A paragraph of a report: text as it is, a table (rows of cells, possibly a JSON
+    string, or a dict with a ``table`` entry) serialised with ``|``."""
+    if isinstance(item, str):
+        stripped = item.strip()
+        if stripped.startswith("[["):
+            try:
+                decoded = json.loads(stripped)
+            except ValueError:
+                return stripped
+            return render_table(decoded) if _is_table(decoded) else stripped
+        return stripped
+    if _is_table(item):
+        return render_table(item)
+    if isinstance(item, dict):
+        parts = []
+        for key in ("title", "caption", "text", "content", "paragraph"):
+            if isinstance(item.get(key), str):
+                parts.append(item[key].strip())
+        if "table" in item:
+            parts.append(render_paragraph(item["table"]))
+        if parts:
+            return "\n".join(p for p in parts if p)
+    return json.dumps(item, ensure_ascii=False)
+
+
+def indexed_paragraphs(report: Any, index_base: int) -> list[tuple[int, str]]:
+    """(index, text) for each paragraph of one company's report, with the indices the
+    evidence refers to: a dict's own keys, else list positions counted from ``index_base``."""
+    if isinstance(report, str):
+        try:
+            report = json.loads(report)
+        except ValueError:
+            return [(index_base, report.strip())]
+    if isinstance(report, dict):
+        for key in ("paragraphs", "context", "content", "text"):
+            if key in report and not all(str(k).strip().isdigit() for k in report):
+                return indexed_paragraphs(report[key], index_base)
+        if all(str(k).strip().isdigit() for k in report):
+            return sorted((int(k), render_paragraph(v)) for k, v in report.items())
+        return [(index_base, render_paragraph(report))]
+    if isinstance(report, list):
+        return [(index_base + i, render_paragraph(item)) for i, item in enumerate(report)]
+    return [(index_base, render_paragraph(report))]
+
+
+def render_reports(context: dict[str, Any], index_base: int) -> str:
+    blocks = []
+    for company, report in context.items():
+        lines = [f"[{index}] {text}" for index, text in indexed_paragraphs(report, index_base)]
+        blocks.append(f"=== {company}: 10-Q report excerpt ===\n" + "\n".join(lines))
+    return "\n\n".join(blocks)
+
+
+def render_knowledge(entries: Sequence[Any], index_base: int) -> str:
+    return "\n".join(
+        f"[{index_base + i}] {render_paragraph(entry)}" for i, entry in enumerate(entries)
+    )
+
+
+# ------------------------------------------------------------------------------ hub schema
+
+
+def _decoded(value: Any) -> Any:
+    """The hub keeps nested values as JSON strings; local copies may hold them decoded."""
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        return json.loads(value)
+    return value
+
+
+def to_document(record: dict, position: int = 0, index_base: int = DEFAULT_INDEX_BASE) -> dict:
+    """One hub record -> one task document (the only function that knows the hub's names).
+
+    Hub schema: ``question`` (text), ``context`` (JSON: ticker -> report paragraphs),
+    ``clauses`` (JSON: the reference answer's clauses, each with its text, evidence per
+    ticker, code and knowledge; empty where the split has no public answers) and the
+    professional-knowledge list under one of :data:`KNOWLEDGE_LIST_FIELDS`.
+    Raises :class:`SchemaError` naming the missing part and the fields found.
+    """
+    if not isinstance(record, dict):
+        raise SchemaError(f"record {position}: expected a JSON object, got {type(record).__name__}")
+    found = sorted(map(str, record))
+
+    def missing(what: str) -> SchemaError:
+        return SchemaError(
+            f"FinLFQA record {position}: no {what}; fields found: {found}. Expected the hub "
+            f"schema of {HUB_DATASET}: question, context, clauses and the knowledge list "
+            f"(one of {list(KNOWLEDGE_LIST_FIELDS)})."
+        )
+
+    question = record.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise missing("'question' text")
+    try:
+        context = _decoded(record.get("context"))
+        clauses = _decoded(record.get("clauses"))
+        knowledge_name, knowledge = field(record, KNOWLEDGE_LIST_FIELDS)
+        knowledge = _decoded(knowledge)
+    except ValueError as exc:
+        raise SchemaError(f"FinLFQA record {position}: a JSON field does not decode ({exc})") from exc
+    if not isinstance(context, dict) or not context:
+        raise missing("'context' (a JSON object keyed by the two companies' tickers)")
+    if knowledge_name is None:
+        raise missing("professional-knowledge list")
+    if isinstance(knowledge, str):
+        knowledge = [line for line in knowledge.split("\n") if line.strip()]
+    if not isinstance(knowledge, list):
+        raise SchemaError(
+            f"FinLFQA record {position}: field {knowledge_name!r} should be a list of knowledge "
+            f"entries, got {type(knowledge).__name__}; fields found: {found}"
+        )
+    companies = [str(c) for c in context]
+    reference = [] if clauses in (None, "", []) else _reference_clauses(clauses, companies, position)
+    _warn_if_out_of_range(reference, context, knowledge, index_base, position)
+    _, identifier = field(record, ID_FIELDS)
+    return {
+        "id": str(identifier) if identifier is not None else f"finlfqa-{position}",
+        "question": question.strip(),
+        "companies": companies,
+        "reports": render_reports(context, index_base),
+        "knowledge": render_knowledge(knowledge, index_base),
+        # JSON text: the clauses' shapes vary too much for an Arrow column.
+        "reference_clauses": json.dumps(reference, ensure_ascii=False),
+        "has_reference": bool(reference),
+    }
+
+
+def _reference_clauses(clauses: Any, companies: list[str], position: int) -> list[dict]:
+    if isinstance(clauses, dict):
+        _, clauses = field(clauses, ("clauses", "answer"))
+    if not isinstance(clauses, list):
+        raise SchemaError(f"FinLFQA record {position}: 'clauses' should decode to a list of clauses")
+    reference = []
+    for number, clause in enumerate(clauses):
+        if not isinstance(clause, dict):
+            raise SchemaError(f"FinLFQA record {position}, clause {number}: expected an object, got {clause!r:.80}")
+        text_name, text = field(clause, CLAUSE_TEXT_FIELDS)
+        evidence_name, evidence = field(clause, CLAUSE_EVIDENCE_FIELDS)
+        if text_name is None or not isinstance(text, str) or evidence_name is None:
+            raise SchemaError(
+                f"FinLFQA record {position}, clause {number}: needs its text (one of "
+                f"{list(CLAUSE_TEXT_FIELDS)}) and evidence (one of {list(CLAUSE_EVIDENCE_FIELDS)}); "
+                f"fields found: {sorted(map(str, clause))}"
+            )
+        reference.append({
+            "text": text.strip(),
+            "evidence": [list(pair) for pair in attribution.evidence_from_json(_decoded(evidence), companies)],
+            "code": list(attribution.code_from_json(field(clause, CLAUSE_CODE_FIELDS)[1])),
+            "knowledge": list(attribution.knowledge_from_json(field(clause, CLAUSE_KNOWLEDGE_FIELDS)[1])),
+        })
+    return reference
+
+
+def _warn_if_out_of_range(reference, context, knowledge, index_base, position) -> None:
+    """An index past the end of a list is the sign of 1-based data read as 0-based."""
+    sizes = {company: len(indexed_paragraphs(report, index_base)) for company, report in context.items()}
+    for clause in reference:
+        for company, index in clause["evidence"]:
+            if company in sizes and not index_base <= index < index_base + sizes[company]:
+                logger.warning(
+                    "FinLFQA record %d cites %s paragraph %d, outside %d..%d: check "
+                    "--metadata index_base (now %d)", position, company, index, index_base,
+                    index_base + sizes[company] - 1, index_base,
+                )
+                return
+        for index in clause["knowledge"]:
+            if not index_base <= index < index_base + len(knowledge):
+                logger.warning(
+                    "FinLFQA record %d cites knowledge %d, outside %d..%d: check --metadata "
+                    "index_base (now %d)", position, index, index_base,
+                    index_base + len(knowledge) - 1, index_base,
+                )
+                return
+
+
+def read_records(data_path: str | Path, split: str | None = None) -> list[dict]:
+    """Records of a local copy in the hub schema: JSON (a list, or an object with one list
+    per split, of which ``split``'s is read), JSON Lines, or parquet (one split per file)."""
+    path = Path(data_path).expanduser()
+    if not path.is_file():
+        raise FileNotFoundError(f"FinLFQA data_path {str(path)!r} is not a file (JSON, JSONL or parquet)")
+    if path.suffix == ".parquet":
+        import pyarrow.parquet
+
+        return pyarrow.parquet.read_table(path).to_pylist()
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    data = json.loads(text)
+    if isinstance(data, dict):
+        splits = [key for key in SPLITS if isinstance(data.get(key), list)]
+        if splits:
+            wanted = split or "validation"
+            if wanted not in splits:
+                raise SchemaError(
+                    f"{path}: holds the split(s) {splits} but not {wanted!r}; give a file with a "
+                    f"{wanted!r} list (or one list of records) as data_path"
+                )
+            return data[wanted]
+        for key in ("data", "examples"):
+            if isinstance(data.get(key), list):
+                return data[key]
+        raise SchemaError(f"{path}: a JSON object without a list of records (keys: {sorted(data)})")
+    if not isinstance(data, list):
+        raise SchemaError(f"{path}: expected a JSON list of records")
+    return data
+
+
+def load_hub_records(split: str) -> Iterable[dict]:
+    import datasets
+
+    try:
+        return datasets.load_dataset(HUB_DATASET, split=split)
+    except Exception as exc:  # noqa: BLE001 - offline, unknown split: say what to do instead
+        raise RuntimeError(
+            f"could not load {HUB_DATASET} split {split!r} ({type(exc).__name__}: {exc}). "
+            "Offline? Pass a local copy with --metadata '{\"data_path\": \"<json/jsonl/parquet>\"}'."
+        ) from exc
+
+
+def load_documents(split: str = "validation", data_path: str | None = None, index_base: int = DEFAULT_INDEX_BASE):
+    """Task documents from the hub split, or from a local copy when ``data_path`` is given."""
+    if split not in SPLITS:
+        raise ValueError(f"FinLFQA split must be one of {SPLITS}, got {split!r}")
+    records = read_records(data_path, split) if data_path else load_hub_records(split)
+    return [to_document(dict(record), position, index_base) for position, record in enumerate(records)]
+
+
+def reference_clauses(doc: dict) -> list[dict]:
+    return json.loads(doc["reference_clauses"]) if doc.get("reference_clauses") else []
+
+
+def reference_text(doc: dict) -> str:
+    return "\n".join(clause["text"] for clause in reference_clauses(doc))
+

@@ -1,0 +1,183 @@
+"""The settings of a run: what a task reads from lm-eval's ``metadata``, once, at dataset load.
+
+lm-eval hands a task's ``custom_dataset`` function one dict, ``metadata``: the task YAML's
+``metadata`` block, then ``--model_args``, then ``--metadata`` (later ones winning). Nothing
+else of the run reaches a task (process_results and the aggregations see documents and items
+only), so :func:`read_settings` reads everything the scoring needs there, checks it, and the
+result travels in every document (:meth:`RunSettings.to_json`) to the aggregation. The
+environment is read at this point only.
+
+Settings every benchmark shares (:data:`COMMON_SETTINGS`):
+
+``judge``
+    judge spec (``vllm:<model>``, ``openai:<url>#<model>``, ``hf:<model>``); absent: the
+    environment's ``$LM_EVAL_FIN_JUDGE``; ``"none"`` (or ``"offline"``, or empty): no judge,
+    whatever the environment says. A bad spec stops the load.
+``judge_<option>``, ``judge_options``
+    judge options (:class:`lm_eval_fin.judge.JudgeOptions`) over ``$LM_EVAL_FIN_JUDGE_OPTIONS``.
+``max_attempts``
+    asks per judge request before its answer counts as unparsable.
+
+Each benchmark adds its own :class:`Setting` s. A metadata key that starts like one of ours
+(``judge_``, ``bertscore``) but is not one is an error naming the known keys, so a typo never
+passes silently; other unknown keys are model arguments (lm-eval mixes them in) and pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lm_eval_fin.judge.options import (
+    JUDGE_ENV,
+    JudgeOptions,
+    check_options,
+    options_from_env,
+    options_from_metadata,
+)
+from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
+
+NO_JUDGE = ("none", "offline", "")
+# Metadata keys of ours that a typo could hide behind; "judge_*" is checked against the options.
+OUR_PREFIXES = ("bertscore",)
+# lm-eval's own keys in a task's metadata block.
+LM_EVAL_KEYS = ("version", "num_fewshot")
+
+
+class SettingsError(ValueError):
+    """A setting that cannot be used; the message is the whole story, in one line."""
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One metadata key a benchmark reads: its default and the check that converts a given
+    value (raising ValueError with what is expected)."""
+
+    name: str
+    default: Any
+    check: Callable[[Any], Any]
+    help: str
+
+
+def positive_int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"expected a positive integer, got {value!r}")
+    return value
+
+
+def optional(check: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def checked(value: Any) -> Any:
+        return None if value is None else check(value)
+
+    return checked
+
+
+def one_of(*choices: Any) -> Callable[[Any], Any]:
+    def checked(value: Any) -> Any:
+        if value not in choices:
+            raise ValueError(f"expected one of {list(choices)}, got {value!r}")
+        return value
+
+    return checked
+
+
+def text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return value.strip()
+
+
+MAX_ATTEMPTS = 3  # asks per judge request: the first and two re-asks of unreadable answers
+
+COMMON_SETTINGS = (
+    Setting("max_attempts", MAX_ATTEMPTS, positive_int, "asks per judge request before its answer is unparsable"),
+)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """The checked settings of one task's run. ``judge`` is a canonical spec or None;
+    ``judge_options`` the judge options given (environment and metadata; the others take
+    :class:`JudgeOptions`' defaults); ``values`` the other settings."""
+
+    task: str
+    judge: str | None
+    judge_options: Mapping[str, Any]
+    values: Mapping[str, Any]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.values[name]
+
+    def options(self) -> JudgeOptions:
+        return JudgeOptions(**self.judge_options)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunSettings:
+        return cls(**json.loads(text))
+
+
+def judge_spec(metadata: Mapping[str, Any], task: str) -> str | None:
+    """The canonical judge spec of a run: ``judge`` in the metadata, else ``$LM_EVAL_FIN_JUDGE``;
+    None for no judge (see the module docstring)."""
+    where = f"{task}: metadata judge"
+    spec = metadata.get("judge")
+    if spec is None:
+        spec, where = os.environ.get(JUDGE_ENV), f"{task}: ${JUDGE_ENV}"
+    if spec is None or str(spec).strip().lower() in NO_JUDGE:
+        return None
+    try:
+        return str(parse_spec(str(spec)))
+    except JudgeSpecError as exc:
+        raise SettingsError(f"{where}: {exc}") from None
+
+
+def judge_options(metadata: Mapping[str, Any], task: str) -> dict[str, Any]:
+    """The judge options given: ``$LM_EVAL_FIN_JUDGE_OPTIONS``, then the metadata's."""
+    try:
+        return check_options({**options_from_env(), **options_from_metadata(metadata, task)})
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+
+
+def check_typos(metadata: Mapping[str, Any], task: str, known: Sequence[str]) -> None:
+    """A key that starts like one of ours but is none of them is a typo (``bertscore_modle``)."""
+    typos = sorted(key for key in metadata if key.startswith(OUR_PREFIXES) and key not in known)
+    if typos:
+        raise SettingsError(f"{task}: unknown metadata key(s) {typos}; known: {sorted(known)}")
+
+
+def known_keys(settings: Sequence[Setting]) -> list[str]:
+    return ["data_path", "judge", "judge_options", *(s.name for s in (*COMMON_SETTINGS, *settings))]
+
+
+def read_settings(task: str, metadata: Mapping[str, Any], settings: Sequence[Setting] = ()) -> RunSettings:
+    """The checked settings of ``task`` from lm-eval's ``metadata`` (see the module docstring);
+    :class:`SettingsError` names the key, what it got and what it expects."""
+    check_typos(metadata, task, known_keys(settings))
+    values = {}
+    for setting in (*COMMON_SETTINGS, *settings):
+        value = metadata.get(setting.name, setting.default)
+        try:
+            values[setting.name] = setting.check(value)
+        except ValueError as exc:
+            raise SettingsError(f"{task}: metadata {setting.name}: {exc}") from None
+    return RunSettings(task, judge_spec(metadata, task), judge_options(metadata, task), values)
+
+
+def check_user_metadata(task: str, metadata: Mapping[str, Any], settings: Sequence[Setting]) -> None:
+    """The strict check of ``lm-eval-fin run``, which sees the user's ``--metadata`` alone (lm-eval
+    mixes model arguments into what a task sees): every key must be a known one."""
+    known = [*known_keys(settings), *LM_EVAL_KEYS]
+    unknown = sorted(
+        key for key in metadata if key not in known and not key.startswith("judge_")
+    )
+    if unknown:
+        raise SettingsError(f"{task}: unknown --metadata key(s) {unknown}; known: {sorted(known)} and judge_<option>")
+    read_settings(task, metadata, settings)

@@ -1,0 +1,102 @@
+"""The shape of the package (README, Development): imports run down the floors, lazy imports
+included, and no module imports itself back through others; no module grows past 600 lines."""
+
+import ast
+from pathlib import Path
+
+import lm_eval_fin
+
+PACKAGE = Path(lm_eval_fin.__file__).parent
+
+# floor of each top-level part; an import may go to its own floor or any floor below
+FLOORS = {
+    "cli": 4,
+    "harness": 3, "benchmarks": 3, "builders": 3,
+    "ems": 2, "rerank": 2, "judge": 2,
+}
+CORE = 1
+# within a floor, which parts may import which (nothing else crosses sideways)
+SIDEWAYS = {
+    ("benchmarks", "harness"),  # a benchmark's task glue uses the harness
+    ("builders", "benchmarks"),  # a builder writes the format a benchmark's data module reads
+    ("ems", "judge"),
+    ("rerank", "judge"),
+}
+MAX_LINES = 600
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def part_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in FLOORS else "core"
+
+
+def floor_of(module: str) -> int:
+    return FLOORS.get(part_of(module), CORE)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Every lm_eval_fin module ``path`` imports, at any depth of the code (lazy ones too)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name.startswith("lm_eval_fin")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("lm_eval_fin"):
+            found.add(node.module)
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return found
+
+
+def graph() -> dict[str, set[str]]:
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    edges = {}
+    for name, path in modules.items():
+        edges[name] = {target for target in imports_of(path) if target in modules and target != name}
+    return edges
+
+
+def test_imports_run_down_the_floors():
+    wrong = []
+    for source, targets in graph().items():
+        for target in targets:
+            a, b = part_of(source), part_of(target)
+            if a == b:
+                continue
+            if floor_of(target) > floor_of(source) or (
+                floor_of(target) == floor_of(source) and (a, b) not in SIDEWAYS
+            ):
+                wrong.append(f"{source} -> {target}")
+    assert not wrong, "imports that run up or sideways:\n" + "\n".join(sorted(wrong))
+
+
+def test_no_import_cycles():
+    edges = graph()
+    # a package's __init__ re-exporting its own modules is not a cycle of the design
+    edges = {s: {t for t in ts if not (s + ".").startswith(t + ".") and not t.startswith(s + ".")}
+             for s, ts in edges.items()}
+    state: dict[str, int] = {}
+    cycles = []
+
+    def visit(node, stack):
+        state[node] = 1
+        for target in edges.get(node, ()):
+            if state.get(target) == 1:
+                cycles.append(" -> ".join(stack[stack.index(target):] + [target]))
+            elif target not in state:
+                visit(target, stack + [target])
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [node])
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_no_module_over_600_lines():
+    long = {str(path.relative_to(PACKAGE)): n for path in PACKAGE.rglob("*.py")
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not long, long

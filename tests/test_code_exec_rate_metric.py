@@ -1,7 +1,5 @@
 """metrics/code_exec_rate: the evaluate module, loaded by path offline, runs real snippets."""
 
-import doctest
-import sys
 
 import evaluate
 import pytest
@@ -66,16 +64,6 @@ def test_environment_variable_is_an_opt_in_too(metric, monkeypatch):
 def test_wrong_input_shape_gets_a_clear_error(metric):
     with pytest.raises(ValueError, match="expected a list"):
         compute(metric, [RUNS])  # a snippet where a list of snippets belongs
-
-
-def test_kwargs_description_doctest_passes(metric):
-    module = sys.modules[type(metric).__module__]
-    test = doctest.DocTestParser().get_doctest(
-        module._KWARGS_DESCRIPTION, {}, "code_exec_rate", None, 0
-    )
-    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
-    runner.run(test)
-    assert runner.summarize(verbose=False) == doctest.TestResults(failed=0, attempted=5)
 
 
 @settings(

@@ -209,17 +209,3 @@ def bleu(predictions: Sequence[str | None], references: Sequence[str | None]) ->
     )
     return min(1.0, result.score / 100.0)  # sacrebleu can overshoot 100 by a rounding ulp
 
-
-def sentence_bleu(
-    predictions: Sequence[str | None], references: Sequence[str | None]
-) -> list[float]:
-    """Sentence-level BLEU for each pair (sacrebleu's ``sentence_bleu``, with its default
-    exponential smoothing), on a 0..1 scale."""
-    if len(predictions) != len(references):
-        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
-    import sacrebleu
-
-    return [
-        min(1.0, sacrebleu.sentence_bleu(p or "", [r or ""]).score / 100.0)
-        for p, r in zip(predictions, references)
-    ]

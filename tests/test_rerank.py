@@ -111,16 +111,16 @@ def test_bm25_scores_are_the_public_codes_okapi_up_to_the_constant_k1_plus_1():
             total += idf * tf * 2.5 / (tf + 1.5 * (0.25 + 0.75 * len(doc) / avgdl))
         return total
 
-    ours = bm25.bm25_scores(QUESTION, dict(enumerate(CORPUS)))
+    ours = bm25.FilingIndex(dict(enumerate(CORPUS))).scores(QUESTION)
     for i, doc in enumerate(docs):
         assert ours[i] * 2.5 == pytest.approx(okapi(doc), rel=1e-5)
 
 
 def test_bm25_survives_empty_chunks_and_questions():
-    assert bm25.bm25_scores("revenue", {}) == {}
-    assert bm25.bm25_scores("", {0: "a", 1: "b"}) == {0: 0.0, 1: 0.0}
-    assert bm25.bm25_scores("revenue", {0: "", 1: "!!!"}) == {0: 0.0, 1: 0.0}
-    assert bm25.bm25_scores("unseen words", {0: "revenue", 1: ""}) == {0: 0.0, 1: 0.0}
+    assert bm25.FilingIndex({}).scores("revenue") == {}
+    assert bm25.FilingIndex({0: "a", 1: "b"}).scores("") == {0: 0.0, 1: 0.0}
+    assert bm25.FilingIndex({0: "", 1: "!!!"}).scores("revenue") == {0: 0.0, 1: 0.0}
+    assert bm25.FilingIndex({0: "revenue", 1: ""}).scores("unseen words") == {0: 0.0, 1: 0.0}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -475,7 +475,7 @@ def test_megabyte_inputs_are_handled():
     big = "{" + '"a": [' * 50_000 + "1" + "x" * 1_000_000
     assert parse_json_object(big) is None or isinstance(parse_json_object(big), dict)
     assert parse_card("y" * 1_000_000) is None
-    assert bm25.bm25_scores("revenue", {0: "revenue " * 100_000, 1: "cost"})[0] > 0
+    assert bm25.FilingIndex({0: "revenue " * 100_000, 1: "cost"}).scores("revenue")[0] > 0
 
 
 # ---------------------------------------------------------------------------------------------

@@ -78,11 +78,6 @@ class FilingIndex:
         return {i: float(s) for i, s in zip(self.indices, self._retriever.get_scores(known))}
 
 
-def bm25_scores(question: str, chunks: Mapping[int, str], k1: float = K1, b: float = B) -> dict[int, float]:
-    """BM25 score of every chunk of one filing for ``question`` (chunk index -> score)."""
-    return FilingIndex(chunks, k1=k1, b=b).scores(question)
-
-
 def order_by_score(scores: Mapping[int, float]) -> list[int]:
     """Chunk indices by descending score; equal scores keep document order.
 

@@ -4,6 +4,7 @@ details files and rescore."""
 
 import json
 import logging
+import math
 import re
 
 import pytest
@@ -102,7 +103,7 @@ def test_a_match_off_the_answer_list_is_asked_again(tmp_path):
     run = run_ems(["Cash flow was 5 billion"], [f"Cash flow was 5 billion {OFF_LIST}"], judge=judge, scorers=["llm"])
     assert ("EMS match (re-ask 1)", [1]) in judge.calls
     assert run.documents[0].alignment == [0]
-    assert run.metrics()["ems_parse_failures"] == 0
+    assert run.metrics()["judge_parse_failure"] == 0
 
 
 def test_three_batched_rounds_plus_reasks_and_hand_checked_scores(tmp_path):
@@ -139,7 +140,7 @@ def test_three_batched_rounds_plus_reasks_and_hand_checked_scores(tmp_path):
     assert run.documents[1].ems["llm"] == pytest.approx((0.8, 0.4, 2 * 0.8 * 0.4 / 1.2))
     metrics = run.metrics()
     assert metrics["ems_llm_recall"] == pytest.approx((1.6 / 3 + 0.4) / 2)
-    assert metrics["ems_parse_failures"] == 0
+    assert metrics["judge_parse_failure"] == metrics["judge_failure"] == 0
     assert metrics["ems_judge_requests"] == 4 + 1 + 5 + 3 + 3  # extract (+ re-ask), match (+ re-asks), score
     assert set(metrics) >= {"ems_rouge_f1", "ems_llm_f1"} and not any("offline" in name for name in metrics)
 
@@ -155,25 +156,59 @@ def test_reference_extractions_come_from_the_cache_for_a_second_model(tmp_path):
     assert second.judge_usage["cache_hits"] >= len(REFERENCES)
 
 
-def test_unreadable_answers_fall_back_and_are_counted(tmp_path):
-    answers = ["NOISE revenue rose 6% to 94.9 billion", "Cash flow was 5 billion"]
-    references = ["Revenue rose 6% to 94.9 billion", "Cash flow was 5 billion. NOISE capex"]
+def test_unreadable_answers_leave_their_documents_unjudged(tmp_path):
+    answers = ["NOISE revenue rose 6% to 94.9 billion", "Cash flow was 5 billion. Capex was 2 billion"]
+    references = ["Revenue rose 6% to 94.9 billion", "Cash flow was 5 billion. Capex was 2 billion"]
     run = run_ems(
-        answers, references, judge=scripted_judge(tmp_path / "c.sqlite", ScriptedModel()), scorers=["llm"]
+        answers, references, judge=scripted_judge(tmp_path / "c.sqlite", ScriptedModel()), scorers=["llm", "rouge"]
     )
     first, second = run.documents
-    # extraction of the first answer never parsed: the offline extractor's points stand in
-    assert first.answer_points == ["NOISE revenue rose 6% to 94.9 billion"]
-    assert first.parse_failures["extraction"] == 1
-    # the reference point containing NOISE: extraction failed too, and its match request
-    # (which quotes it) never parses: no match
-    assert second.parse_failures["extraction"] == 1
-    assert second.parse_failures["matching"] == 1
-    assert (
-        run.metrics()["ems_parse_failures"]
-        == run.parse_failures
-        == 1 + 1 + 1 + first.parse_failures["matching"] + first.parse_failures["scoring"]
-    )
+    # the first answer's extraction never parsed: no points, no matching, no EMS of any scorer
+    assert first.answer_points == [] and first.parse_failures["extraction"] == 1
+    assert first.ems == {"llm": None, "rouge": None} and first.judge_unparsed and not first.judge_failed
+    assert second.ems["llm"] == pytest.approx((0.8, 0.8, 0.8)) and not second.judge_unparsed
+    metrics = run.metrics()
+    # means over the judged document only; shares over all
+    assert metrics["ems_llm_f1"] == pytest.approx(0.8) and metrics["ems_rouge_f1"] == 1.0
+    assert (metrics["judge_parse_failure"], metrics["judge_failure"]) == (0.5, 0.0)
+
+
+class FailingModel(ScriptedModel):
+    """A ScriptedModel behind a server that fails every request quoting FAIL (as an HTTP 500
+    that outlived its retries would), and every score request when ``scores_fail``."""
+
+    def __init__(self, scores_fail=False):
+        super().__init__()
+        self.scores_fail = scores_fail
+
+    def run(self, requests, sink):
+        self.batches.append(list(requests))
+        for index, request in enumerate(requests):
+            scoring = request.messages[0]["content"].startswith(prompts.SCORE_SYSTEM[:40])
+            if "FAIL" in request.messages[-1]["content"] or (self.scores_fail and scoring):
+                sink.done(index, JudgeResponse(None, error="HTTP 500: server error (after 5 attempts)"))
+            else:
+                sink.done(index, JudgeResponse(self.answer(request), prompt_tokens=10, completion_tokens=3))
+
+
+def test_a_failed_request_is_no_score_and_is_counted(tmp_path):
+    answers = ["Revenue rose 6% to 94.9 billion FAIL", "Cash flow was 5 billion"]
+    references = ["Revenue rose 6% to 94.9 billion", "Cash flow was 5 billion"]
+    run = run_ems(answers, references, judge=scripted_judge(tmp_path / "c.sqlite", FailingModel()), scorers=["llm"])
+    assert run.documents[0].ems["llm"] is None and run.documents[0].judge_failed
+    assert run.documents[0].judge_error.startswith("HTTP 500")
+    assert run.first_error().startswith("HTTP 500")
+    metrics = run.metrics()
+    assert (metrics["judge_failure"], metrics["judge_parse_failure"]) == (0.5, 0.0)
+    assert metrics["ems_llm_f1"] == pytest.approx(0.8)  # the judged document alone
+
+    # every score request failing: EMS(LLM) is missing, EMS(ROUGE) of the same pairs stands
+    scores_fail = run_ems(
+        answers[1:], references[1:], judge=scripted_judge(tmp_path / "d.sqlite", FailingModel(scores_fail=True)),
+        scorers=["llm", "rouge"],
+    ).metrics()
+    assert math.isnan(scores_fail["ems_llm_f1"]) and scores_fail["ems_rouge_f1"] == 1.0
+    assert scores_fail["judge_failure"] == 1.0
 
 
 class CuttingModel(ScriptedModel):
@@ -195,7 +230,7 @@ def test_long_answers_get_an_extraction_budget_that_holds_them(tmp_path):
     assert budgets[long_answer] >= 2 * len(long_answer) / 3  # twice a generous token estimate
     assert budgets["Segment 3 revenue grew 3% to 3.5 billion"] == prompts.EXTRACT_MIN_TOKENS
     assert len(run.documents[0].answer_points) == 150  # the whole list came back and parsed
-    assert run.metrics()["ems_extract_fallbacks"] == 0
+    assert run.metrics()["judge_parse_failure"] == 0
     # a budget set by the caller applies to every text
     capped = run_ems(
         [long_answer],
@@ -205,22 +240,13 @@ def test_long_answers_get_an_extraction_budget_that_holds_them(tmp_path):
         extract_max_tokens=64,
         max_attempts=1,
     )
-    assert capped.metrics()["ems_extract_fallbacks"] == 1
+    # a cut list does not parse: that document is unjudged, not scored on other points
+    assert capped.metrics()["judge_parse_failure"] == 1.0 and math.isnan(capped.metrics()["ems_rouge_f1"])
 
 
-def test_extraction_fallbacks_are_reported_on_their_own(tmp_path, caplog):
-    answers = ["NOISE revenue rose 6% to 94.9 billion", "Cash flow was 5 billion"]
-    references = ["Revenue rose 6% to 94.9 billion", "Cash flow was 5 billion. NOISE capex"]
-    with caplog.at_level(logging.WARNING, logger="lm_eval_fin.ems.pipeline"):
-        run = run_ems(
-            answers, references, judge=scripted_judge(tmp_path / "c.sqlite", ScriptedModel()), scorers=["llm"]
-        )
-    metrics = run.metrics()
-    assert metrics["ems_extract_fallbacks"] == 2 == run.extract_fallbacks
-    assert metrics["ems_parse_failures"] >= metrics["ems_extract_fallbacks"]
-    assert "2 of 4 extractions" in caplog.text and "offline extractor" in caplog.text
-    assert "ems_extract_fallbacks" in metric_names("llm", ["llm"])
-    assert "ems_extract_fallbacks" not in metric_names("offline", ["rouge"])
+def test_failure_shares_are_judge_metrics_only():
+    assert {"judge_failure", "judge_parse_failure"} <= set(metric_names("llm", ["llm"]))
+    assert not {"judge_failure", "judge_parse_failure"} & set(metric_names("offline", ["rouge"]))
 
 
 def test_offline_run_is_named_offline_and_needs_no_judge():

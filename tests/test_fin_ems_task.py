@@ -69,13 +69,13 @@ def test_metric_names_follow_the_judge_setting():
         "ems_llm_f1",
         "ems_rouge_f1",
         "ems_bertscore_f1",
-        "ems_parse_failures",
-        "ems_extract_fallbacks",
+        "judge_failure",
+        "judge_parse_failure",
         "ems_judge_model_calls",
     } <= set(with_judge)
     assert not any("offline" in name for name in with_judge)
     assert {"ems_offline_rouge_f1", "ems_offline_bertscore_f1"} <= set(offline)
-    assert not any(name.startswith(("ems_llm", "ems_judge", "ems_parse", "ems_extract")) for name in offline)
+    assert not any(name.startswith(("ems_llm", "ems_judge", "judge_")) for name in offline)
     item = offline["bleu"]
     assert (item.metric, item.doc_id, dict(item.data)) == (
         "bleu", "x", {"answer": "Revenue grew 5%.", "reference": "Revenue grew 5%."}

@@ -49,10 +49,10 @@ Args:
     return_details: also return "details": per answer, the points, alignment and scores.
 Returns:
     "<prefix>_precision", "<prefix>_recall", "<prefix>_f1" for each scorer, where prefix is
-    "ems_<scorer>" with a judge and "ems_offline_<scorer>" without one; with a judge also
-    "ems_parse_failures", "ems_extract_fallbacks" (extractions that fell back to the offline
-    extractor) and "ems_judge_<requests|cache_hits|model_calls|prompt_tokens|
-    completion_tokens>".
+    "ems_<scorer>" with a judge and "ems_offline_<scorer>" without one, means over the answers
+    the judge could judge; with a judge also "judge_failure" and "judge_parse_failure" (shares
+    of answers the judge failed, or answered unreadably: they have no EMS) and
+    "ems_judge_<requests|cache_hits|model_calls|prompt_tokens|completion_tokens>".
 Examples:
     >>> ems = evaluate.load(metric_path("ems"))
     >>> results = ems.compute(

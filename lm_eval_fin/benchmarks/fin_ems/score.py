@@ -15,6 +15,16 @@ from lm_eval_fin import textsim
 from lm_eval_fin.ems.pipeline import MAX_ATTEMPTS, resolve_bertscore_model, run_ems
 
 
+def whole_answer_scores(answers: Sequence[str], references: Sequence[str], model: str | None) -> dict[str, Any]:
+    """BLEU of the run and BERTScore F1 of each whole answer (None where the model cannot load)."""
+    bertscore = textsim.bertscore_f1(answers, references, model=model)
+    return {
+        "bleu": textsim.bleu(answers, references),
+        "bertscore_f1": math.nan if bertscore is None else sum(bertscore) / max(len(bertscore), 1),
+        "per_document_bertscore": bertscore,
+    }
+
+
 def score_corpus(
     ids: Sequence[str],
     answers: Sequence[str],
@@ -28,6 +38,7 @@ def score_corpus(
     """BLEU, whole-answer BERTScore F1 and EMS of a run: (figures, details). ``judge`` None
     runs the offline EMS (``ems_offline_*``)."""
     model = resolve_bertscore_model(bertscore_model)
+    whole = whole_answer_scores(answers, references, model)
     run = run_ems(
         answers,
         references,
@@ -37,12 +48,8 @@ def score_corpus(
         max_attempts=max_attempts,
         extract_max_tokens=extract_max_tokens,
     )
-    bertscore = textsim.bertscore_f1(answers, references, model=model)
-    figures = {
-        "bleu": textsim.bleu(answers, references),
-        "bertscore_f1": math.nan if bertscore is None else sum(bertscore) / max(len(bertscore), 1),
-        **run.metrics(),
-    }
+    bertscore = whole.pop("per_document_bertscore")
+    figures = {**whole, **run.metrics()}
     details = run.as_dict()
     details["documents"] = [
         {"id": doc_id, "bertscore_f1": None if bertscore is None else bertscore[i], **doc}

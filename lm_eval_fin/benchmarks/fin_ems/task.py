@@ -30,8 +30,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from lm_eval_fin.benchmarks.fin_ems import data, prompt
-from lm_eval_fin.benchmarks.fin_ems.score import score_corpus
-from lm_eval_fin.ems.pipeline import LLM, OFFLINE, check_scorers, metric_names
+from lm_eval_fin.benchmarks.fin_ems.score import score_corpus, whole_answer_scores
+from lm_eval_fin.ems.pipeline import LLM, OFFLINE, check_scorers, metric_names, resolve_bertscore_model
 from lm_eval_fin.harness import outputs, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.corpus import (
@@ -113,8 +113,10 @@ def _corpus_options(settings: RunSettings) -> dict[str, Any]:
 
 
 def run_metrics(items: Sequence[CorpusItem], settings: RunSettings) -> dict[str, float]:
-    """BLEU, BERTScore and EMS of the run, in one pass; the details go to a file. A judge that
-    cannot be set up or fails half way leaves every figure of the pass missing (NaN)."""
+    """BLEU, BERTScore and EMS of the run, in one pass; the details go to a file. Documents
+    the judge failed or could not read have no EMS (see :mod:`lm_eval_fin.ems.pipeline`); a
+    judge that cannot be set up, or fails half way, leaves EMS missing for all (NaN) with
+    ``judge_failure`` 1. Either way the run's failures are recorded for the exit status."""
     ids = [item.doc_id for item in items]
     answers = [item.data["answer"] for item in items]
     references = [item.data["reference"] for item in items]
@@ -123,8 +125,15 @@ def run_metrics(items: Sequence[CorpusItem], settings: RunSettings) -> dict[str,
             settings, lambda judge: score_corpus(ids, answers, references, judge, **_corpus_options(settings))
         )
     except JudgeUnavailable as exc:
+        # no EMS at all; what needs no judge is still measured
         record_judge_failures(TASK, len(items), 0, len(items), str(exc))
-        return {}
+        model = resolve_bertscore_model(settings["bertscore_model"])
+        whole = whole_answer_scores(answers, references, model)
+        return {"bleu": whole["bleu"], "bertscore_f1": whole["bertscore_f1"], "judge_failure": 1.0,
+                "judge_parse_failure": 0.0}
+    failures = details.get("judge_failures")
+    if failures:  # a judged run: its documents the judge failed or could not read
+        record_judge_failures(TASK, failures["failed"], failures["unparsed"], len(items), failures["first_error"])
     folder = outputs.details_dir()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"fin_ems-{details['method']}-{run_key(items)[:12]}.json"

@@ -293,20 +293,6 @@ def as_strings(value: Any, limit: int = 6, length: int = 80) -> list[str]:
 _INTEGER = re.compile(r"-?\d+")
 
 
-def as_text(value: object) -> str:
-    """Inputs other than text are read, not rejected: None is empty, bytes are decoded
-    (undecodable bytes replaced), anything else is its ``str``.
-
-    >>> as_text(None), as_text(b"caf\\xc3\\xa9"), as_text(12)
-    ('', 'café', '12')
-    """
-    if value is None:
-        return ""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", errors="replace")
-    return value if isinstance(value, str) else str(value)
-
-
 def as_int(value: Any) -> int | None:
     """An integer written as an int, an integral float or a string of digits; None otherwise.
 

@@ -35,7 +35,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 
-from lm_eval_fin.jsontext import as_text
+from lm_eval_fin.cleantext import read_answer
 from lm_eval_fin.prf import prf
 
 RELATIVE_TOLERANCE = 0.01
@@ -111,7 +111,7 @@ def extract_numbers(text: str | None) -> list[float]:
     >>> extract_numbers("1. Net loss was (1.2) bn in Q3.")
     [-1200000000.0]
     """
-    text = _NOT_VALUES.sub(" ", as_text(text))
+    text = _NOT_VALUES.sub(" ", read_answer(text)[0])
     values: list[float] = []
     seen: set[float] = set()
     bare_figure_end = None  # where the last figure outside parentheses ended

@@ -20,6 +20,7 @@ import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
+from lm_eval_fin.cleantext import read_answer
 from lm_eval_fin.jsontext import strip_fences
 
 GAINS = ("exponential", "linear")
@@ -109,7 +110,9 @@ _INDEX_MENTION = re.compile(r"\bIndex\s*#?\s*(\d+)\b", re.IGNORECASE)
 # A bare run of integers separated by commas, for answers that forget the brackets.
 _BARE_LIST = re.compile(r"(?<![\w.])\d+(?:\s*,\s*\d+)+(?![\w.])")
 # An enumerated line: "1. 10-K", "- Earnings", "2) 8-K".
-_ENUMERATED = re.compile(r"^\s*(?:\d+[.)]|[-*\u2022])\s*(.+?)\s*$", re.MULTILINE)
+# Spaces, not \s: a \s* at a line start would run over every following blank line, and a
+# long run of them would cost quadratic time.
+_ENUMERATED = re.compile(r"^[ \t]*(?:\d+[.)]|[-*\u2022])[ \t]*(.+?)[ \t]*$", re.MULTILINE)
 
 
 def _integers(text: str) -> list[int]:
@@ -161,10 +164,9 @@ def parse_ranking(
     >>> parse_ranking("I cannot rank these.", [0, 1]) is None
     True
     """
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, (str, bytes)) or not text:
         return None
+    text = read_answer(text)[0]
     by_key = {str(c): c for c in candidates}
     text = strip_fences(text)
 

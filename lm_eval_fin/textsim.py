@@ -23,6 +23,7 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from lm_eval_fin.cleantext import read_answer
 from lm_eval_fin.prf import f1
 
 logger = logging.getLogger(__name__)
@@ -60,9 +61,13 @@ def lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
         a, b = b, a
     if not b:
         return 0
+    # Only tokens of ``a`` that ``b`` also has can match: indexing just those keeps memory at
+    # (distinct shared tokens) x len(a) bits, not (distinct tokens of a) x len(a).
+    shared = set(b)
     positions: dict[str, int] = {}
     for i, token in enumerate(a):
-        positions[token] = positions.get(token, 0) | (1 << i)
+        if token in shared:
+            positions[token] = positions.get(token, 0) | (1 << i)
     mask = (1 << len(a)) - 1
     v = mask
     for token in b:
@@ -88,8 +93,8 @@ def rouge_l(
     tokenize = _rouge_tokenize(use_stemmer)
     scores = []
     for prediction, reference in zip(predictions, references):
-        pred_tokens = tokenize(prediction or "")
-        ref_tokens = tokenize(reference or "")
+        pred_tokens = tokenize(read_answer(prediction)[0])
+        ref_tokens = tokenize(read_answer(reference)[0])
         if not pred_tokens or not ref_tokens:
             scores.append((0.0, 0.0, 0.0))
             continue

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rouge_score import rouge_scorer
 
-from lm_eval_fin import textsim
+from lm_eval_fin import cleantext, textsim
 
 
 def test_rouge_l_by_hand():
@@ -43,10 +43,14 @@ def test_rouge_l_never_crashes(pairs):
         assert 0.0 <= p <= 1.0 and 0.0 <= r <= 1.0 and 0.0 <= f <= 1.0
 
 
-def test_rouge_l_on_a_one_megabyte_answer():
-    answer = "revenue rose 5 percent " * 45_000
+def test_rouge_l_on_long_answers_reads_the_first_max_answer_chars():
+    answer = "revenue rose 5 percent " * 8_000  # 184k characters: read whole
     [(p, r, f)] = textsim.rouge_l([answer], ["revenue rose sharply"])
-    assert r == pytest.approx(2 / 3) and p == pytest.approx(2 / 180_000)
+    assert r == pytest.approx(2 / 3) and p == pytest.approx(2 / 32_000)
+    huge = "revenue rose 5 percent " * 45_000  # a megabyte: the first MAX_ANSWER_CHARS are scored
+    assert textsim.rouge_l([huge], ["revenue rose sharply"]) == textsim.rouge_l(
+        [huge[: cleantext.MAX_ANSWER_CHARS]], ["revenue rose sharply"]
+    )
 
 
 def test_bertscore_with_the_offline_model():

@@ -21,7 +21,8 @@ from lm_eval_fin.attribution.values import (
     parse_evidence,
     parse_indices,
 )
-from lm_eval_fin.jsontext import as_text, field, loads_lenient
+from lm_eval_fin.cleantext import read_answer
+from lm_eval_fin.jsontext import field, loads_lenient
 
 _TEXT_KEYS = ("text", "clause", "content", "statement", "claim", "sentence", "answer")
 _EVIDENCE_KEYS = ("evidence", "evidences", "citations", "citation", "sources", "references")
@@ -309,7 +310,7 @@ def parse_answer(text: str | None, companies: Sequence[str] = ()) -> ParsedAnswe
     >>> answer.parse_failure, answer.evidence, answer.text
     (False, frozenset({('CWT', 16)}), "CWT's interest rose 25%.")
     """
-    raw = as_text(text).replace("\r\n", "\n").replace("\x00", "")
+    raw = read_answer(text)[0].replace("\r\n", "\n")
     companies = list(companies)
     as_json = loads_lenient(raw)
     if as_json is not None:

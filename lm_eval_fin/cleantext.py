@@ -1,0 +1,57 @@
+"""Model output as text every parser and metric can read safely, whatever the model wrote.
+
+A sample's answer is untrusted: it may be bytes, hold lone surrogates (which make a UTF-8
+write raise), NUL and other control characters, terminal escape sequences, or megabytes of
+repetition. :func:`read_answer` turns any value into bounded, printable text: the parsers and
+metrics of the package read at most :data:`MAX_ANSWER_CHARS` characters of an answer (the
+first ones; a task counts the answers it cut in ``truncated_answers``), so one hostile answer
+costs bounded time and memory and never the run.
+"""
+
+from __future__ import annotations
+
+import re
+
+# The first 200k characters of an answer are read: fifty times the longest answer a
+# benchmark asks for (fin_lfqa's 2048 tokens), and bounded work for every parser.
+MAX_ANSWER_CHARS = 200_000
+
+# CSI, OSC and other ESC sequences, then the C0 and C1 controls other than tab and newlines.
+_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+
+
+def as_text(value: object) -> str:
+    """Inputs other than text are read, not rejected: None is empty, bytes are decoded
+    (undecodable bytes replaced), anything else is its ``str``.
+
+    >>> as_text(None), as_text(b"caf\\xc3\\xa9"), as_text(12)
+    ('', 'café', '12')
+    """
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return value if isinstance(value, str) else str(value)
+
+
+def printable(text: str) -> str:
+    """``text`` without escape sequences, control characters (tab and newlines kept) and lone
+    surrogates (replaced by U+FFFD), so that it can be written as UTF-8 and shown on a terminal.
+
+    >>> printable("a\\x1b[31mred\\x1b[0m\\x00b\\ud800")
+    'aredb\\ufffd'
+    """
+    return _CONTROLS.sub("", _ESCAPES.sub("", _SURROGATES.sub("\ufffd", text)))
+
+
+def read_answer(value: object, limit: int = MAX_ANSWER_CHARS) -> tuple[str, bool]:
+    """(the first ``limit`` characters of ``value`` as printable text, whether it was cut).
+
+    >>> read_answer("x" * 5, limit=3)
+    ('xxx', True)
+    """
+    text = as_text(value)
+    cut = len(text) > limit
+    return printable(text[:limit] if cut else text), cut

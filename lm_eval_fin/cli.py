@@ -54,9 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # `run` forwards everything but the judge flags verbatim, so it bypasses our parser.
     if argv and argv[0] == "run":
+        from lm_eval_fin.benchmarks import all_benchmarks
         from lm_eval_fin.harness.run import run_harness
 
-        return run_harness(argv[1:])
+        return run_harness(argv[1:], all_benchmarks())
     args = build_parser().parse_args(argv)
     if args.command == "tasks-dir":
         print(paths.tasks_dir())
@@ -65,9 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     elif args.command == "model-path":
         print(paths.embedded_model())
     elif args.command == "demo":
+        from lm_eval_fin.benchmarks import all_benchmarks
         from lm_eval_fin.harness.demo import run_demo
 
-        return run_demo(args.output_path, args.limit)
+        return run_demo(args.output_path, args.limit, all_benchmarks())
     elif args.command == "score":
         from lm_eval_fin.benchmarks import all_benchmarks
         from lm_eval_fin.harness import rescore

@@ -35,22 +35,29 @@ def test_lm_eval_lists_every_fin_task(tmp_path):
 def test_run_forwards_to_the_harness_with_our_include_path():
     argv = run.harness_argv(["--tasks", "fin_agentbench_doc", "--limit", "1"])
     assert argv == ["lm-eval", "run", "--include_path", str(paths.tasks_dir()), "--tasks", "fin_agentbench_doc", "--limit", "1"]
-    with pytest.raises(SystemExit, match="sets --include_path itself"):
-        run.harness_argv(["--include_path", "/elsewhere"])
 
 
-def test_run_takes_the_judge_flags_out_for_the_harness(monkeypatch):
+def test_run_takes_its_own_options_and_hands_the_rest_to_lm_eval(monkeypatch):
     monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", json.dumps({"seed": 7, "max_retries": 9}))
-    judge_args, rest = run.split_judge_arguments(
-        ["--model", "hf", "--judge", "openai:http://127.0.0.1:8000/v1/#m", "--tasks", "fin_lfqa",
-         "--judge-max-retries=1", "--judge-timeout", "30", "--log_samples"]
-    )
+    argv = ["--model", "hf", "--judge", "openai:http://127.0.0.1:8000/v1/#m", "--tasks", "fin_lfqa",
+            "--judge-max-retries=1", "--judge-timeout", "30", "--log_samples"]
+    ours, rest = run.split_arguments(argv)
     assert rest == ["--model", "hf", "--tasks", "fin_lfqa", "--log_samples"]
-    assert judge_args == ["--judge", "openai:http://127.0.0.1:8000/v1/#m", "--judge-max-retries=1", "--judge-timeout", "30"]
-    environment = run.judge_environment(judge_args)
+    environment = run.judge_environment(ours, argv)
     assert environment["LM_EVAL_FIN_JUDGE"] == "openai:http://127.0.0.1:8000/v1#m"
     # the flags given, over what the environment already had
     assert json.loads(environment["LM_EVAL_FIN_JUDGE_OPTIONS"]) == {"seed": 7, "max_retries": 1, "timeout_s": 30.0}
+    lm_args = run.lm_eval_arguments(rest + ["--metadata", '{"data_path": "x"}'])
+    assert lm_args.tasks == ["fin_lfqa"] and lm_args.metadata == {"data_path": "x"}
+
+
+def lm_eval_fin(*argv, cwd):
+    """The console script, as a user runs it; the model named does not exist, so a run that got
+    past our checks would fail loading it."""
+    return subprocess.run([BIN / "lm-eval-fin", *map(str, argv)], capture_output=True, text=True, cwd=cwd)
+
+
+MISSING_MODEL = ["--model", "hf", "--model_args", "pretrained=/nonexistent/model"]
 
 
 @pytest.mark.parametrize(
@@ -58,19 +65,46 @@ def test_run_takes_the_judge_flags_out_for_the_harness(monkeypatch):
     [
         (["--judge", "gpt4"], "lm-eval-fin run: error: bad judge spec 'gpt4'"),
         (["--judge-max-retries", "two"], "argument --judge-max-retries: invalid int value: 'two'"),
+        (["--judge-timout", "3"], "unrecognised option --judge-timout; did you mean --judge-timeout?"),
+        (["--include_path", "/elsewhere"], "sets --include_path itself"),
+        (["--tasks", "fin_lfq"], "no task 'fin_lfq'; did you mean 'fin_lfqa'?"),
+        (["--tasks", "fin_ems", "--metadata", '{"data_path": "/nonexistent/ems"}'],
+         "data_path '/nonexistent/ems' does not exist; expected a dataset made by `lm-eval-fin build earnings-call`"),
+        (["--tasks", "fin_ems", "--metadata", '{"judge": "gpt-4o", "data_path": "DEMO"}'],
+         "fin_ems: metadata judge: bad judge spec 'gpt-4o'"),
+        (["--tasks", "fin_agentbench", "--metadata", '{"data_path": "DEMO", "gian": "linear"}'],
+         "fin_agentbench_doc: unknown --metadata key(s) ['gian']"),
+        (["--tasks", "fin_lfqa", "--metadata", '{"bertscore_modle": "offline"}'],
+         "fin_lfqa: unknown --metadata key(s) ['bertscore_modle']"),
+        (["--tasks", "fin_agentbench_doc"], "fin_agentbench_doc needs its data"),
     ],
 )
-def test_run_rejects_a_bad_judge_before_the_harness(tmp_path, argv, message):
-    out = subprocess.run([BIN / "lm-eval-fin", "run", "--tasks", "fin_lfqa", *argv],
-                         capture_output=True, text=True, cwd=tmp_path)
-    assert out.returncode == 2 and message in out.stderr
-    assert "Traceback" not in out.stderr
+def test_run_rejects_what_cannot_run_before_lm_eval_starts(tmp_path, argv, message):
+    demo = str(paths.data_path("ems_demo" if "fin_ems" in argv else "finagentbench_demo"))
+    out = lm_eval_fin("run", *MISSING_MODEL, *(a.replace("DEMO", demo) for a in argv), cwd=tmp_path)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert message in out.stderr
+    assert "Traceback" not in out.stderr and len(out.stderr.strip().splitlines()) <= 3
 
 
-def test_run_reaches_the_harness_parser(tmp_path):
-    out = subprocess.run([BIN / "lm-eval-fin", "run", "--help"], capture_output=True, text=True, cwd=tmp_path)
+def test_run_names_the_broken_line_of_a_data_file(tmp_path):
+    broken = tmp_path / "document_ranking_dev.jsonl"
+    broken.write_text('{"uuid": "a", "messages": [{"role": "user", "content": "p"}]}\n{not json\n')
+    out = lm_eval_fin("run", *MISSING_MODEL, "--tasks", "fin_agentbench_doc", "--metadata",
+                      json.dumps({"data_path": str(broken)}), cwd=tmp_path)
+    assert out.returncode == 2 and f"{broken}:2: not JSON" in out.stderr and "Traceback" not in out.stderr
+    bad_record = tmp_path / "ems.jsonl"
+    bad_record.write_text(json.dumps({"id": "x", "question": "q", "transcript": "t", "reference": 3}) + "\n")
+    out = lm_eval_fin("run", *MISSING_MODEL, "--tasks", "fin_ems", "--metadata",
+                      json.dumps({"data_path": str(bad_record)}), cwd=tmp_path)
+    assert out.returncode == 2 and "record 1: reference is a int, not text" in out.stderr
+
+
+def test_run_help_shows_our_options_and_points_to_lm_evals(tmp_path):
+    out = lm_eval_fin("run", "--help", cwd=tmp_path)
     assert out.returncode == 0
-    assert "--confirm_run_unsafe_code" in out.stdout  # an option only lm-eval's own parser has
+    assert "--judge-timeout" in out.stdout and "--judge SPEC" in out.stdout
+    assert "see `lm_eval run --help`" in out.stdout
 
 
 def test_metric_path_errors_name_the_shipped_modules():

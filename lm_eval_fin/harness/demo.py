@@ -8,9 +8,11 @@ since each reads its own ``data_path``.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from lm_eval_fin import paths
+from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.run import run_harness
 
 # shorter answers than the task's 1024 tokens keep the demo within a few minutes on 2 cores
@@ -38,7 +40,9 @@ def demo_runs(output_path: str | None, limit: int | None) -> list[list[str]]:
     return runs
 
 
-def run_demo(output_path: str | None, limit: int | None) -> int:
+def run_demo(output_path: str | None, limit: int | None, benchmarks: Sequence[Benchmark]) -> int:
     for argv in demo_runs(output_path, limit):
-        run_harness(argv)  # lm-eval raises on failure, which stops the demo
+        status = run_harness(argv, benchmarks)  # lm-eval raises on failure, which stops the demo
+        if status:
+            return status
     return 0

@@ -1,122 +1,189 @@
-"""``lm-eval-fin run``: lm-eval's own CLI with our task folder included and our judge flags.
+"""``lm-eval-fin run``: lm-eval's own CLI with our task folder included, our judge flags, and
+the run checked before lm-eval loads a model.
 
-Every argument but the judge flags (``--judge`` and ``--judge-*``, the same as on every other
-subcommand) goes to lm-eval's CLI untouched, so nothing of the harness's argument parsing is
-re-implemented. The judge flags reach the tasks as ``$LM_EVAL_FIN_JUDGE`` and
-``$LM_EVAL_FIN_JUDGE_OPTIONS``, read when each task's dataset loads; fin_ems's per-document
-details go under lm-eval's ``--output_path``. When a judge failed on some documents, the
-command exits with status 1 after lm-eval has written its results.
+Our options (``--judge``, ``--judge-<option>``) are parsed here, a mistyped ``--judge-*`` flag
+included; every other argument goes to lm-eval's CLI untouched, so nothing of the harness's
+argument parsing is re-implemented. Before lm-eval starts, every task of ours the command names
+is checked the way its dataset will load (metadata keys, judge spec and options, the data
+itself), each problem one line and exit status 2: a run that cannot finish fails before hours
+of generation, not after. The judge flags reach the tasks as ``$LM_EVAL_FIN_JUDGE`` and
+``$LM_EVAL_FIN_JUDGE_OPTIONS``; fin_ems's per-document details go under lm-eval's
+``--output_path``. When a judge failed on some documents, the command exits with status 1 after
+lm-eval has written its results.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
 import json
 import os
 import sys
+from collections.abc import Iterator, Mapping, Sequence
 
 from lm_eval_fin import paths
-from lm_eval_fin.harness import corpus, outputs
+from lm_eval_fin.harness import corpus, outputs, taskfiles
+from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.judge.options import (
     JUDGE_ENV,
     JUDGE_OPTIONS_ENV,
     add_judge_arguments,
-    flag_of,
     given_options,
-    option_fields,
     options_from_env,
 )
 
 JUDGE_FAILED_STATUS = 1
+USAGE_STATUS = 2
+PROG = "lm-eval-fin run"
+
+
+class RunError(Exception):
+    """A run that cannot start; the message is one line naming the fix."""
+
+
+def run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        usage=f"{PROG} [--judge SPEC] [--judge-<option> VALUE ...] <lm_eval run arguments>",
+        description="lm-eval's `run` with the lm-eval-fin tasks included (--include_path is set for you). "
+        "The options below are lm-eval-fin's; every other argument goes to lm-eval unchanged.",
+        epilog="lm-eval's own arguments (--model, --model_args, --tasks, --metadata, --output_path, "
+        "--log_samples, ...): see `lm_eval run --help`.",
+        add_help=False,
+    )
+    parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
+    add_judge_arguments(parser)
+    return parser
+
+
+def split_arguments(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """(our options, lm-eval's arguments). A ``--judge-*`` flag that is not ours is a typo
+    and an error naming the closest flag, not an argument for lm-eval."""
+    parser = run_parser()
+    ours, rest = parser.parse_known_args(list(argv))
+    flags = [flag for action in parser._actions for flag in action.option_strings]
+    for arg in rest:
+        name = arg.partition("=")[0]
+        if name.startswith("--judge"):
+            close = difflib.get_close_matches(name, flags, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; see `{PROG} --help`"
+            parser.error(f"unrecognised option {name}{hint}")
+        if name == "--include_path":
+            parser.error(
+                "lm-eval-fin run sets --include_path itself; to combine folders call lm_eval directly "
+                'with --include_path "$(lm-eval-fin tasks-dir)"'
+            )
+    return ours, rest
 
 
 def harness_argv(args: list[str]) -> list[str]:
     """The argv for lm-eval's CLI: our task folder as ``--include_path``, the rest untouched."""
-    if any(a == "--include_path" or a.startswith("--include_path=") for a in args):
-        raise SystemExit(
-            "lm-eval-fin run sets --include_path itself; to combine folders call lm_eval directly "
-            'with --include_path "$(lm-eval-fin tasks-dir)"'
-        )
     return ["lm-eval", "run", "--include_path", str(paths.tasks_dir()), *args]
 
 
-def split_judge_arguments(args: list[str]) -> tuple[list[str], list[str]]:
-    """(the judge flags with their values, every other argument), each in its order.
-    ``--judge SPEC`` and ``--judge=SPEC`` forms both; lm-eval has no flag of these names."""
-    flags = {"--judge", *(flag_of(name) for name in option_fields())}
-    judge_args: list[str] = []
-    rest: list[str] = []
-    index = 0
-    while index < len(args):
-        arg = args[index]
-        if arg.partition("=")[0] not in flags:
-            rest.append(arg)
-            index += 1
-        elif "=" in arg:
-            judge_args.append(arg)
-            index += 1
-        else:
-            judge_args += args[index : index + 2]
-            index += 2
-    return judge_args, rest
-
-
-def judge_environment(judge_args: list[str]) -> dict[str, str]:
-    """The environment that hands the judge flags of ``run`` to the tasks. A bad spec or value
-    stops here (exit status 2), before lm-eval loads a model."""
+def judge_environment(ours: argparse.Namespace, argv: Sequence[str]) -> dict[str, str]:
+    """The environment that hands our judge flags to the tasks. A bad spec or value stops
+    here, before lm-eval loads a model."""
     from lm_eval_fin.judge import JudgeSpecError, parse_spec
 
-    parser = argparse.ArgumentParser(
-        prog="lm-eval-fin run",
-        usage="lm-eval-fin run [--judge SPEC] [--judge-<option> VALUE ...] <lm_eval arguments>",
-        add_help=False,
-    )
-    add_judge_arguments(parser)
-    args = parser.parse_args(judge_args)
     environment = {}
-    if any(arg.partition("=")[0] == "--judge" for arg in judge_args):
+    if any(arg.partition("=")[0] == "--judge" for arg in argv):
         try:
-            environment[JUDGE_ENV] = str(parse_spec(args.judge))
+            environment[JUDGE_ENV] = str(parse_spec(ours.judge))
         except JudgeSpecError as exc:
-            parser.error(str(exc))
-    given = given_options(args)
+            raise RunError(str(exc)) from None
+    given = given_options(ours)
     if given:
         try:
             options = {**options_from_env(), **given}
         except ValueError as exc:
-            parser.error(str(exc))
+            raise RunError(str(exc)) from None
         environment[JUDGE_OPTIONS_ENV] = json.dumps(options, sort_keys=True)
     return environment
 
 
-def run_harness(args: list[str]) -> int:
-    """Run lm-eval with ``args``; 1 when a judge failed on some documents, else 0."""
-    judge_args, args = split_judge_arguments(args)
-    environment = judge_environment(judge_args) if judge_args else {}
-    if not os.environ.get(outputs.DETAILS_ENV):
-        outputs.set_details_dir_from_argv(args, environment)
-    from lm_eval.__main__ import cli_evaluate
+def lm_eval_arguments(args: list[str]) -> argparse.Namespace:
+    """lm-eval's own reading of its arguments (its parser, so --tasks and --metadata mean
+    what they mean to it); an argument it rejects ends here with its own message."""
+    from lm_eval._cli.harness import HarnessCLI
 
-    saved = sys.argv, {name: os.environ.get(name) for name in environment}
-    sys.argv = harness_argv(args)
+    return HarnessCLI()._subparsers.choices["run"].parse_args(args)
+
+
+@contextlib.contextmanager
+def environment_set(environment: Mapping[str, str]) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in environment}
     os.environ.update(environment)
-    failures_before = len(corpus.FAILURES)
     try:
-        cli_evaluate()
+        yield
     finally:
-        sys.argv = saved[0]
-        for name, value in saved[1].items():
+        for name, value in saved.items():
             if value is None:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def check_tasks(tasks: Sequence[str], metadata: Mapping, benchmarks: Sequence[Benchmark]) -> None:
+    """Every task of ours that ``tasks`` names (groups expanded), checked as its dataset will
+    load: the user's metadata keys, its settings (judge included) and its data. Names that
+    are not ours are lm-eval's business; a ``fin_`` name that is no task of ours is a typo."""
+    from lm_eval_fin.harness.settings import check_user_metadata
+
+    ours = taskfiles.names()
+    for name in tasks:
+        if name.startswith("fin_") and name not in ours:
+            close = difflib.get_close_matches(name, ours, n=1)
+            raise RunError(
+                f"no task {name!r}" + (f"; did you mean {close[0]!r}?" if close else "") + f" lm-eval-fin's tasks: {', '.join(ours)}"
+            )
+        for task in taskfiles.expand(name):
+            benchmark = benchmark_of(task, benchmarks)
+            if benchmark is None:
+                continue
+            try:
+                check_user_metadata(task, metadata, benchmark.settings)
+                settings = benchmark.read_settings(task, metadata)
+                if benchmark.check_data is not None:
+                    benchmark.check_data(task, settings)
+            except (ValueError, OSError, RuntimeError) as exc:
+                raise RunError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+
+
+def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
+    """``lm-eval-fin run``: 0, 1 when a judge failed on some documents, 2 when the run could
+    not start (with one line saying why)."""
+    ours, args = split_arguments(argv)
+    if ours.help:
+        run_parser().print_help()
+        return 0
+    try:
+        environment = judge_environment(ours, argv)
+        lm_args = lm_eval_arguments(args)
+        with environment_set(environment):
+            check_tasks(lm_args.tasks or [], lm_args.metadata or {}, benchmarks)
+    except RunError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return USAGE_STATUS
+    if not os.environ.get(outputs.DETAILS_ENV):
+        outputs.set_details_dir_from_argv(args, environment)
+    from lm_eval.__main__ import cli_evaluate
+
+    saved_argv = sys.argv
+    sys.argv = harness_argv(args)
+    failures_before = len(corpus.FAILURES)
+    try:
+        with environment_set(environment):
+            cli_evaluate()
+    finally:
+        sys.argv = saved_argv
     failures = corpus.FAILURES[failures_before:]
     for failure in failures:
         print(
-            f"lm-eval-fin run: error: {failure.task}: the judge failed on {failure.failed} and answered "
-            f"unreadably on {failure.unparsed} of {failure.documents} documents (first error: "
-            f"{failure.first_error}); the results leave them out. Run the same command again to resume "
-            "from the judge cache.",
+            f"{PROG}: error: {failure.task}: the judge failed on {failure.failed} and answered unreadably "
+            f"on {failure.unparsed} of {failure.documents} documents (first error: {failure.first_error}); "
+            "the results leave them out. Run the same command again to resume from the judge cache.",
             file=sys.stderr,
         )
     return JUDGE_FAILED_STATUS if failures else 0

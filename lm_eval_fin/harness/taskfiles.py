@@ -33,14 +33,34 @@ def _read(path: Path) -> dict[str, Any]:
 
 
 @functools.cache
-def task_configs() -> dict[str, dict[str, Any]]:
-    """Task name -> its YAML (includes merged), for every task of the shipped task folder."""
-    configs = {}
+def _configs() -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
+    tasks, groups = {}, {}
     for path in sorted(paths.tasks_dir().rglob("*.yaml")):
         config = _read(path)
         if isinstance(config.get("task"), str):
-            configs[config["task"]] = config
-    return configs
+            tasks[config["task"]] = config
+        elif isinstance(config.get("group"), str) and isinstance(config.get("task"), list):
+            groups[config["group"]] = [str(name) for name in config["task"]]
+    return tasks, groups
+
+
+def task_configs() -> dict[str, dict[str, Any]]:
+    """Task name -> its YAML (includes merged), for every task of the shipped task folder."""
+    return _configs()[0]
+
+
+def expand(name: str) -> list[str]:
+    """The tasks a name stands for: a group's members (recursively), else the name itself."""
+    groups = _configs()[1]
+    if name not in groups:
+        return [name]
+    return [task for member in groups[name] for task in expand(member)]
+
+
+def names() -> list[str]:
+    """Every task and group name of the shipped task folder."""
+    tasks, groups = _configs()
+    return sorted({*tasks, *groups})
 
 
 def task_config(task: str) -> dict[str, Any]:

@@ -2,7 +2,8 @@
 
 ``run`` is lm-eval's own CLI with our tasks included (:mod:`lm_eval_fin.harness.run`); the
 other subcommands reach the core without the harness. Each lives in its own module, which
-registers its arguments and runs the command.
+registers its arguments (``add_arguments(parser)``) and runs the command (``main(args)``).
+Every option's help ends with its default, written one way (:class:`HelpFormatter`).
 """
 
 from __future__ import annotations
@@ -11,39 +12,62 @@ import argparse
 import importlib
 import sys
 
-from lm_eval_fin import paths
+from lm_eval_fin import __version__, paths
 from lm_eval_fin.judge.options import add_judge_arguments
 
-# subcommand -> (module with add_arguments(parser) and main(args), help)
+# subcommand -> (module with add_arguments(parser) and main(args[, benchmarks]), summary)
 _SUBCOMMANDS = {
     "score": ("lm_eval_fin.harness.rescore", "re-score lm-eval samples with the judge metrics of their task"),
     "build": ("lm_eval_fin.builders.cli", "build a benchmark dataset (earnings-call)"),
     "rerank": ("lm_eval_fin.benchmarks.fin_agentbench.rerank", "FinCARDS reranking on FinAgentBench chunk files"),
+    "doctor": ("lm_eval_fin.harness.doctor", "print what is installed and usable here (models, vllm, sandbox, a judge)"),
 }
+# subcommands whose main also takes the benchmarks
+_WITH_BENCHMARKS = ("score",)
+_FOLDERS = {
+    "tasks-dir": ("the installed task folder, for lm_eval --include_path", paths.tasks_dir),
+    "metrics-dir": ("the installed evaluate metric modules, for evaluate.load(<dir>/<name>)", paths.metrics_dir),
+    "data-dir": ("the shipped data: demo samples (ems_demo, finagentbench_demo, finlfqa_demo) and the EMS "
+                 "questions", lambda: paths.data_path()),
+    "model-path": ("the embedded default model as a transformers folder (converted from its GGUF once)",
+                   paths.embedded_model),
+}
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Every option's help ends with ``(default: X)`` unless it already says its default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, argparse.SUPPRESS, False) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lm-eval-fin",
         description="Financial long-form QA, attribution and retrieval tasks for lm-evaluation-harness.",
+        formatter_class=HelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"lm-eval-fin {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    sub.add_parser("tasks-dir", help="print the folder to pass to lm_eval --include_path")
-    sub.add_parser("metrics-dir", help="print the folder holding the evaluate metric modules")
-    sub.add_parser("model-path", help="print the embedded default model's folder (converting it once)")
     sub.add_parser(
         "run",
-        help="lm_eval run with the lm-eval-fin tasks included; --judge and --judge-* set the judge "
-        "of the judge metrics, every other argument goes to lm_eval",
+        help="lm_eval run with the lm-eval-fin tasks included and checked first; see `lm-eval-fin run --help`",
         add_help=False,
     )
     demo = sub.add_parser(
-        "demo", help="fin_agentbench and fin_ems on the shipped demo samples with the embedded model, offline"
+        "demo", help="every benchmark on its shipped sample with the embedded model, offline, then a report",
+        formatter_class=HelpFormatter,
     )
-    demo.add_argument("--output_path", default=None)
-    demo.add_argument("--limit", type=int, default=None)
+    demo.add_argument("--output_path", default="demo-results", help="folder for results, samples and the report")
+    demo.add_argument("--limit", type=int, default=None, help="documents per task (default: all)")
+    for name, (help_text, _) in _FOLDERS.items():
+        sub.add_parser(name, help=f"print {help_text}", description=f"Print {help_text}.")
     for name, (module, help_text) in _SUBCOMMANDS.items():
-        command = sub.add_parser(name, help=help_text)
+        command = sub.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
+                                 formatter_class=HelpFormatter)
         add_judge_arguments(command)
         command.set_defaults(_module=module)
         importlib.import_module(module).add_arguments(command)
@@ -52,32 +76,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # `run` forwards everything but the judge flags verbatim, so it bypasses our parser.
+    # `run` forwards everything but our own options verbatim, so it has its own parser.
     if argv and argv[0] == "run":
         from lm_eval_fin.benchmarks import all_benchmarks
         from lm_eval_fin.harness.run import run_harness
 
         return run_harness(argv[1:], all_benchmarks())
     args = build_parser().parse_args(argv)
-    if args.command == "tasks-dir":
-        print(paths.tasks_dir())
-    elif args.command == "metrics-dir":
-        print(paths.metrics_dir())
-    elif args.command == "model-path":
-        print(paths.embedded_model())
-    elif args.command == "demo":
+    if args.command in _FOLDERS:
+        print(_FOLDERS[args.command][1]())
+        return 0
+    if args.command == "demo":
         from lm_eval_fin.benchmarks import all_benchmarks
         from lm_eval_fin.harness.demo import run_demo
 
         return run_demo(args.output_path, args.limit, all_benchmarks())
-    elif args.command == "score":
+    module = importlib.import_module(args._module)
+    if args.command in _WITH_BENCHMARKS:
         from lm_eval_fin.benchmarks import all_benchmarks
-        from lm_eval_fin.harness import rescore
 
-        return rescore.main(args, all_benchmarks())
-    else:
-        return int(importlib.import_module(args._module).main(args) or 0)
-    return 0
+        return int(module.main(args, all_benchmarks()) or 0)
+    return int(module.main(args) or 0)
 
 
 if __name__ == "__main__":

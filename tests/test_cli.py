@@ -160,10 +160,24 @@ def test_details_go_next_to_lm_evals_output(tmp_path, monkeypatch):
 
 def test_demo_runs_each_benchmark_on_its_own_shipped_sample_offline():
     runs = demo.demo_runs("out", 2)
-    assert [argv[argv.index("--tasks") + 1] for argv in runs] == ["fin_agentbench", "fin_ems"]
-    for argv in runs:
+    assert list(runs) == ["fin_agentbench", "fin_ems", "fin_lfqa"]
+    for benchmark, argv in runs.items():
+        assert argv[argv.index("--tasks") + 1] == benchmark
         metadata = json.loads(argv[argv.index("--metadata") + 1])
         assert Path(metadata["data_path"]).exists()
+        assert metadata.get("judge", "none") == "none"  # offline: no judge anywhere
         assert argv[argv.index("--limit") + 1] == "2" and "--log_samples" in argv
-    assert json.loads(runs[1][runs[1].index("--metadata") + 1])["judge"] == "none"
-    assert runs[0][runs[0].index("--output_path") + 1] != runs[1][runs[1].index("--output_path") + 1]
+        assert argv[argv.index("--output_path") + 1] == str(Path("out") / benchmark)
+    assert "--confirm_run_unsafe_code" in runs["fin_lfqa"]
+
+
+def test_demo_summary_names_what_ran_and_where(tmp_path):
+    folder = tmp_path / "fin_agentbench" / "model"
+    folder.mkdir(parents=True)
+    results = {"results": {"fin_agentbench_chunk": {"ndcg@10,none": 0.25, "parse_failure,none": 0.5}}}
+    (folder / "results_2026-01-01T00-00-00.json").write_text(json.dumps(results))
+    text = demo.summary(tmp_path, {"fin_agentbench": 42.0})
+    assert f"fin_agentbench: 42 s, results and samples in {tmp_path / 'fin_agentbench'}" in text
+    assert "fin_agentbench_chunk: ndcg@10 0.250, parse_failure 0.500" in text
+    assert "note: a 135M model seldom writes an index list" in text
+    assert f"everything is under {tmp_path}" in text

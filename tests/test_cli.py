@@ -181,3 +181,21 @@ def test_demo_summary_names_what_ran_and_where(tmp_path):
     assert "fin_agentbench_chunk: ndcg@10 0.250, parse_failure 0.500" in text
     assert "note: a 135M model seldom writes an index list" in text
     assert f"everything is under {tmp_path}" in text
+
+
+def test_version_and_doctor(tmp_path):
+    from tests.openai_server import closed_port
+
+    assert lm_eval_fin("--version", cwd=tmp_path).stdout.strip() == f"lm-eval-fin {lm_eval_fin_version()}"
+    out = lm_eval_fin("doctor", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout
+    for line in ("embedded model", "code sandbox", "BERTScore models", "torch", "vllm"):
+        assert line in out.stdout
+    out = lm_eval_fin("doctor", "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m", cwd=tmp_path)
+    assert out.returncode == 1 and "FAIL judge" in out.stdout and "not reachable" in out.stdout
+
+
+def lm_eval_fin_version():
+    from lm_eval_fin import __version__
+
+    return __version__

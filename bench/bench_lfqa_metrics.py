@@ -6,7 +6,7 @@ cores. BERTScore (a model) and code execution (covered by the sandbox's own benc
 not in it.
 
 Peers: rouge-score's ``RougeScorer(["rougeL"])`` (evaluate's own ``rouge`` module wraps it
-and is not loadable offline) for ROUGE-L, and a direct pairwise implementation of DESIGN.md's
+and is not loadable offline) for ROUGE-L, and a direct pairwise implementation of the README's
 matching rule (every answer value against every reference value under every scale factor)
 for the numeric metric. Each row also checks that ours and the peer agree.
 """

@@ -1,6 +1,6 @@
 """Precision, recall and F1: the one definition every metric of the package uses.
 
-The empty-set convention is the papers' and DESIGN.md's: a prediction and a reference that are
+The empty-set convention is the papers' and the README's (Metric definitions): a prediction and a reference that are
 both empty agree completely (1, 1, 1); one empty side shares nothing with the other (0, 0, 0).
 """
 

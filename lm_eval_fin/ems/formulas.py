@@ -11,7 +11,7 @@ Scoring gives ``s_i`` in [0, 1] for each matched pair (0 where ``a_i == -1``).
 * EMS-F1        = 2PR / (P + R), 0 when P + R = 0
 
 Degenerate cases (0/0 is not a number the paper defines, so we fix it here, following the
-convention of the numeric metric in DESIGN.md):
+convention of the numeric metric, README "Metric definitions"):
 
 * N = 0 and M = 0 (neither side states anything): P = R = F1 = 1.
 * N = 0 and M > 0: nothing to recall, and no answer point is supported: P = R = F1 = 0.

@@ -8,8 +8,42 @@ Backends (vllm, openai-compatible, hf) and the persistent cache live beside this
 from __future__ import annotations
 
 import dataclasses
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
+
+
+class JudgeConfigError(ValueError):
+    """The judge cannot work as configured: a server that does not serve the named model, an
+    API key it refuses, a model that cannot be loaded, a malformed spec. Retrying cannot help,
+    so the whole batch stops at once; the message is one line that names the fix."""
+
+
+# ANSI/ECMA-48 escape sequences: CSI (ESC [ or the C1 byte 0x9b), OSC/DCS/SOS/PM/APC strings
+# up to their terminator (BEL, ESC \ or the C1 ST), and two-byte ESC sequences
+_ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -~]?"
+)
+# C0 controls but tab and newline, DEL, C1 controls, bidirectional overrides and isolates
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_SURROGATES = re.compile(r"[\ud800-\udfff]")
+
+
+def printable(text: Any) -> str:
+    """``text`` safe to write to a terminal or a log: escape sequences and control characters
+    (but newline and tab) removed, lone surrogates replaced. Server-controlled text (error
+    bodies, refusals) goes through this before it is logged or printed."""
+    text = _ESCAPES.sub("", str(text))
+    return _SURROGATES.sub("\ufffd", _CONTROLS.sub("", text))
+
+
+def one_line(text: Any, limit: int = 300) -> str:
+    """:func:`printable` text on one line (whitespace runs collapsed), cut at ``limit``."""
+    line = " ".join(printable(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -23,6 +57,10 @@ class JudgeRequest:
     its answers are.
     ``attempt`` is part of the cache key, so a retry of an unparsable answer is a new request
     (with a derived seed, and sampled rather than greedy) rather than the same cached text.
+    ``refresh`` is not part of the key: it asks for a new answer even when one is cached, and
+    the new answer replaces the cached one. :func:`~lm_eval_fin.judge.core.complete_parsed`
+    sets it to re-send a cached answer its parser rejects; a judge whose ``retry_unparsable``
+    option is off ignores it and answers from the cache.
     """
 
     messages: tuple[dict[str, str], ...]
@@ -33,6 +71,7 @@ class JudgeRequest:
     regex: str | None = None
     choice: tuple[str, ...] | None = None
     attempt: int = 0
+    refresh: bool = False
 
     @property
     def constraint(self) -> dict[str, Any] | None:
@@ -49,8 +88,10 @@ class JudgeRequest:
 
 @dataclass
 class JudgeResponse:
-    """The answer to one request. ``text`` is None when the backend failed for good
-    (``error`` says why); finished responses are never lost to a later failure."""
+    """The answer to one request. ``text`` is None when the judge failed it for good (``error``
+    says why: transport, HTTP error, timeout, a refusal, an empty reply); finished responses
+    are never lost to a later failure. A reply with text that the caller cannot read is not a
+    failure here but a parse failure of :func:`~lm_eval_fin.judge.core.complete_parsed`."""
 
     text: str | None
     error: str | None = None
@@ -66,9 +107,13 @@ class BatchStats:
     ``requests`` counts what the caller asked for; ``cache_hits`` those answered from the
     cache (or by an identical request earlier in the same batch); ``model_calls`` those sent
     to the backend. Token counts are those the backend reported for this call's model calls.
-    ``retries`` are transport retries (timeouts, 5xx, refused connections); ``failures`` are
-    requests that still had no text after them; ``parse_failures`` are answers the caller's
-    parser rejected on every attempt (counted by ``complete_parsed``).
+    ``retries`` are transport retries (timeouts, 429, 5xx, refused connections); ``failures``
+    are requests that still had no text after them (or whose reply was a refusal or empty);
+    ``parse_failures`` are answers the caller's parser rejected on every attempt (counted by
+    ``complete_parsed``). ``extra`` holds counts of rarer events: ``parse_retries`` (re-asks
+    of unparsable answers), ``unparsable_resent`` (cached unparsable answers sent again under
+    ``retry_unparsable``), ``answered_by_other_process`` (answers another process sharing the
+    cache was already fetching), ``retry_after_waits`` (retries timed by a ``Retry-After``).
     """
 
     requests: int = 0

@@ -122,15 +122,20 @@ class CachedAnswer:
     created: float = field(default=0.0, compare=False)  # time.time() when stored
 
 
-def _pid_start(pid: int) -> str | None:
-    """The start time of process ``pid`` (Linux ``/proc``), which tells a reused pid apart;
-    None where it cannot be read."""
+def _proc_stat(pid: int) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (Linux); None where unreadable."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             # the command name (field 2) may hold spaces and parentheses: split after its end
-            return stat.read().rsplit(b")", 1)[1].split()[19].decode()
+            return stat.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return None
+
+
+def _pid_start(pid: int) -> str | None:
+    """The start time of process ``pid``, which tells a reused pid apart; None where unknown."""
+    fields = _proc_stat(pid)
+    return fields[19].decode() if fields and len(fields) > 19 else None
 
 
 def _pid_alive(pid: int, start: str | None) -> bool:
@@ -140,7 +145,11 @@ def _pid_alive(pid: int, start: str | None) -> bool:
         return False
     except PermissionError:
         pass  # it exists, under another user
-    return start is None or _pid_start(pid) in (None, start)
+    fields = _proc_stat(pid)
+    if fields is None:
+        return True  # no /proc: the signal check is all there is
+    # a zombie (killed, not yet reaped by its parent) sends nothing any more
+    return fields[0] != b"Z" and (start is None or fields[19].decode() == start)
 
 
 @dataclass(frozen=True)

@@ -179,11 +179,16 @@ def test_refusals_and_empty_replies_are_failures_unparsable_text_a_parse_failure
     seen = server.stats()["seen"]
     assert seen[contents[0]] == seen[contents[1]] == seen[contents[2]] == 1 and seen[contents[3]] == 3
 
-    # re-run: failures are sent again; the cached unparsable answers (3 attempts) are re-sent
+    # the next run: failures are sent again; the cached unparsable answers (3 attempts) too
     before = server.stats()["calls"]
-    complete_parsed(judge, [ask(c) for c in contents], parse_score, max_attempts=3)
-    assert judge.last_batch.extra["unparsable_resent"] == 3
+    rerun = load_judge(f"openai:{server.base_url}#m", options())
+    complete_parsed(rerun, [ask(c) for c in contents], parse_score, max_attempts=3)
+    assert rerun.last_batch.extra["unparsable_resent"] == 3
     assert calls_since(server, before) == 3 + 3
+    # within one run (one judge), answers it stored are not sent again: only the failures are
+    before = server.stats()["calls"]
+    complete_parsed(rerun, [ask(c) for c in contents], parse_score, max_attempts=3)
+    assert rerun.last_batch.extra["unparsable_resent"] == 0 and calls_since(server, before) == 3
     # with retry_unparsable off, only the failures are sent again
     before = server.stats()["calls"]
     keep = load_judge(f"openai:{server.base_url}#m", options(retry_unparsable=False))
@@ -328,34 +333,65 @@ def test_server_text_reaches_errors_and_logs_without_control_characters(server, 
 
 _CHILD = textwrap.dedent(
     """
-    import json, sys
-    from lm_eval_fin.judge import JudgeOptions, JudgeRequest, load_judge
-    judge = load_judge(sys.argv[1], JudgeOptions(concurrency=int(sys.argv[3])))
-    contents = [f"[[sleep:{sys.argv[2]}]] q{i}" for i in range(int(sys.argv[4]))]
-    responses = judge.complete([JudgeRequest(messages=({"role": "user", "content": c},)) for c in contents])
-    assert [r.text for r in responses] == [f"echo: {c}" for c in contents], responses
-    print(json.dumps(judge.last_batch.as_dict()))
+    import json, sys, time
+    from pathlib import Path
+    from lm_eval_fin.judge import JudgeOptions, JudgeRequest, complete_parsed, load_judge
+    spec, sleep, concurrency, count, reply, barrier = sys.argv[1:7]
+    judge = load_judge(spec, JudgeOptions(concurrency=int(concurrency)))
+    if barrier:  # both judges loaded (one run) before either sends
+        Path(barrier, str(time.monotonic_ns())).touch()
+        while len(list(Path(barrier).iterdir())) < 2:
+            time.sleep(0.01)
+    tag = f"[[reply:{reply}]]" if reply else ""
+    requests = [JudgeRequest(messages=({"role": "user", "content": f"[[sleep:{sleep}]]{tag} q{i}"},))
+                for i in range(int(count))]
+    if reply:
+        complete_parsed(judge, requests, lambda text: None, max_attempts=2)
+    else:
+        responses = judge.complete(requests)
+        assert [r.text for r in responses] == [f"echo: {r.messages[0]['content']}" for r in requests], responses
+    print(json.dumps(judge.stats.as_dict()))
     """
 )
 
 
-def _child(spec, sleep, concurrency, count):
-    return subprocess.Popen([sys.executable, "-c", _CHILD, spec, str(sleep), str(concurrency), str(count)],
+def _child(spec, sleep, concurrency, count, reply="", barrier=""):
+    return subprocess.Popen([sys.executable, "-c", _CHILD, spec, str(sleep), str(concurrency), str(count), reply,
+                             str(barrier)],
                             env=dict(os.environ), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_two_processes_on_one_cache_send_each_prompt_once(judge_cache):
+def _finish(children):
+    outputs = [child.communicate(timeout=120) for child in children]
+    assert [child.returncode for child in children] == [0] * len(children), [err[-2000:] for _, err in outputs]
+    return [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+
+
+def test_two_processes_on_one_cache_send_each_prompt_once(judge_cache, tmp_path):
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
     with ServerProcess() as server:
         spec = f"openai:{server.base_url}#m"
-        children = [_child(spec, 0.1, 2, 30) for _ in range(2)]
-        outputs = [child.communicate(timeout=120) for child in children]
-        assert [child.returncode for child in children] == [0, 0], [err[-2000:] for _, err in outputs]
-        stats = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+        stats = _finish([_child(spec, 0.1, 2, 30, barrier=barrier) for _ in range(2)])
         # together they sent each prompt once; what one sent, the other read from the cache
         assert server.stats()["calls"] == 30
         assert sum(s["model_calls"] for s in stats) == 30
         assert all(s["model_calls"] + s["cache_hits"] == 30 for s in stats)
+        assert sum(s["extra"].get("answered_by_other_process", 0) for s in stats) >= 1
         assert JudgeCache(judge_cache).claims() == 0  # every claim released
+
+
+def test_two_processes_do_not_resend_each_others_unparsable_answers(judge_cache, tmp_path):
+    """Answers another process of the same run stored are not stale: with retry_unparsable on,
+    neither process sends the other's unparsable answers again."""
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    with ServerProcess() as server:
+        spec = f"openai:{server.base_url}#m"
+        stats = _finish([_child(spec, 0.05, 2, 12, reply="junk", barrier=barrier) for _ in range(2)])
+        assert server.stats()["calls"] == 12 * 2  # each prompt, first ask and re-ask, once
+        assert sum(s["model_calls"] for s in stats) == 24
+        assert all(s["parse_failures"] == 12 and s["extra"]["unparsable_resent"] == 0 for s in stats)
 
 
 def test_claims_of_a_killed_process_are_taken_over(judge_cache):

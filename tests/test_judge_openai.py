@@ -81,12 +81,16 @@ def test_model_server_round_trip(embedded_model_dir, judge_cache, one_torch_thre
         assert complete_parsed(keep, requests, parse_score, max_attempts=2) == scores
         assert keep.stats.model_calls == 0 and server.stats()["calls"] == calls
 
-        # by default a cached answer that does not parse is sent again (this greedy server
-        # repeats it); everything else comes from the cache
-        again = complete_parsed(judge, requests, parse_score, max_attempts=2)
-        assert again == scores
-        assert judge.last_batch.extra["unparsable_resent"] == unparsable
-        assert server.stats()["calls"] - calls == judge.stats.model_calls - first == unparsable
+        # the same judge (this run) does not send its own answers again
+        assert complete_parsed(judge, requests, parse_score, max_attempts=2) == scores
+        assert judge.stats.model_calls == first and server.stats()["calls"] == calls
+
+        # the next run, by default, sends a cached answer that does not parse again (this greedy
+        # server repeats it); everything else comes from the cache
+        rerun = load_judge(f"openai:{server.base_url}#smollm2", JudgeOptions(max_tokens=8, timeout_s=120))
+        assert complete_parsed(rerun, requests, parse_score, max_attempts=2) == scores
+        assert rerun.last_batch.extra["unparsable_resent"] == unparsable
+        assert server.stats()["calls"] - calls == rerun.stats.model_calls == unparsable
 
 
 def test_requests_carry_decoding_and_constraints(echo_server, judge_cache):

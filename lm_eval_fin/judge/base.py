@@ -57,10 +57,10 @@ class JudgeRequest:
     its answers are.
     ``attempt`` is part of the cache key, so a retry of an unparsable answer is a new request
     (with a derived seed, and sampled rather than greedy) rather than the same cached text.
-    ``refresh`` is not part of the key: it asks for a new answer even when one is cached, and
-    the new answer replaces the cached one. :func:`~lm_eval_fin.judge.core.complete_parsed`
-    sets it to re-send a cached answer its parser rejects; a judge whose ``retry_unparsable``
-    option is off ignores it and answers from the cache.
+    ``refresh`` is not part of the key: it asks for a new answer even when one is cached from
+    an earlier run (stored before the judge was loaded), and the new answer replaces it.
+    :func:`~lm_eval_fin.judge.core.complete_parsed` sets it to re-send a cached answer its
+    parser rejects; a judge whose ``retry_unparsable`` option is off ignores it.
     """
 
     messages: tuple[dict[str, str], ...]

@@ -10,7 +10,9 @@ responses in order:
    retry would only repeat the unparsable text.
 2. The cache is looked up for the whole batch at once (see :mod:`lm_eval_fin.judge.cache`
    for the key). Identical requests within the batch are sent once. A request with
-   ``refresh`` set skips the lookup when the option ``retry_unparsable`` is on.
+   ``refresh`` set is sent again when the option ``retry_unparsable`` is on and its cached
+   answer is older than the judge (stored by an earlier run); an answer stored during this
+   run, by this judge or by another process working beside it, is not sent twice.
 3. The misses are claimed in the cache (see there), so that another process judging the same
    data does not send them too, and go to the backend in one call; the backend hands back
    each answer as it finishes, and it is written to the cache right away, so a run killed
@@ -35,8 +37,8 @@ file that cannot be used raises :class:`~lm_eval_fin.judge.cache.JudgeCacheError
 :func:`complete_parsed` adds the parse step every caller needs: it parses each text with
 the caller's tolerant parser, re-sends only the unparsable ones with ``attempt + 1`` up to
 ``max_attempts``, and counts what stayed unparsable as parse failures. An unparsable answer
-that came from the cache is first sent again as it was (``refresh``), when the judge's
-``retry_unparsable`` option is on: it may come from a judge that has been fixed since.
+that an earlier run left in the cache is first sent again as it was (``refresh``), when the
+judge's ``retry_unparsable`` option is on: it may come from a judge that has been fixed since.
 :func:`complete_parsed_answers` does the same and keeps, per request, the last raw reply and
 the error of a request that failed for good, so a caller can tell a judge that did not answer
 (a failure) from an answer it could not read (a parse failure).
@@ -245,10 +247,11 @@ class CachedJudge(Judge):
         self.stats = BatchStats()
         self.last_batch = BatchStats()
         self.last_error: str | None = None  # the first error of the latest batch with failures
+        # answers stored since are of this run: a refresh does not send them again
+        self.started_wall = time.time()
 
     def complete(self, requests: Sequence[JudgeRequest], desc: str = "judge") -> list[JudgeResponse]:
         started = time.perf_counter()
-        started_wall = time.time()
         requests = list(requests)
         for index, request in enumerate(requests):
             validate_request(index, request)
@@ -272,7 +275,7 @@ class CachedJudge(Judge):
         stop_error, stopped = "the backend returned no answer", False
         try:
             if misses:
-                self._send(misses, recorder, claimant, started_wall)
+                self._send(misses, recorder, claimant)
         except BaseException as exc:
             stop_error, stopped = f"the judge stopped: {one_line(exc, 500) or type(exc).__name__}", True
             raise
@@ -301,13 +304,15 @@ class CachedJudge(Judge):
 
     def _from_cache(self, keys: list[str], resolved: list[JudgeRequest], stats: BatchStats):
         """Responses filled from the cache; the misses, each once, with the batch positions
-        it answers (identical requests in one batch are sent once)."""
-        refreshing = self.options.retry_unparsable
-        hits = self.cache.get_many([key for key, request in zip(keys, resolved) if not (refreshing and request.refresh)])
+        it answers (identical requests in one batch are sent once). A refresh request is a miss
+        unless its answer was stored during this run (by this judge or another process)."""
+        hits = self.cache.get_many(keys)
         responses: list[JudgeResponse | None] = [None] * len(keys)
         misses: dict[str, _Miss] = {}
         for position, (key, request) in enumerate(zip(keys, resolved)):
             answer = hits.get(key)
+            if answer is not None and self._stale(request, answer):
+                answer = None
             if answer is not None:
                 responses[position] = JudgeResponse(
                     answer.text, cached=True,
@@ -321,7 +326,11 @@ class CachedJudge(Judge):
                 misses[key] = _Miss(key, request, [position])
         return responses, list(misses.values())
 
-    def _send(self, misses: list[_Miss], recorder: _BatchRecorder, claimant: Claimant, started_wall: float) -> None:
+    def _stale(self, request: JudgeRequest, answer: CachedAnswer) -> bool:
+        """A cached answer a refresh request asks to replace: one stored before this run."""
+        return request.refresh and self.options.retry_unparsable and answer.created < self.started_wall
+
+    def _send(self, misses: list[_Miss], recorder: _BatchRecorder, claimant: Claimant) -> None:
         """Claim the misses, send those this process holds, wait for those another holds;
         again until each is answered, failed, or the deadline has passed."""
         pending = {miss.key: miss for miss in misses}
@@ -329,7 +338,7 @@ class CachedJudge(Judge):
         while pending:
             mine = set(self.cache.claim(list(pending), claimant))
             # answered between our lookup and our claim by a process that just finished them
-            self._take_answered([pending[key] for key in mine], recorder, started_wall)
+            self._take_answered([pending[key] for key in mine], recorder)
             batch = [miss for key, miss in pending.items() if key in mine and key not in recorder.reported]
             if batch:
                 recorder.stats.model_calls += len(batch)
@@ -344,18 +353,18 @@ class CachedJudge(Judge):
                 return
             time.sleep(poll)
             poll = min(_POLL_MAX_S, poll * 2)
-            self._take_answered(list(pending.values()), recorder, started_wall)
+            self._take_answered(list(pending.values()), recorder)
             pending = {key: miss for key, miss in pending.items() if key not in recorder.reported}
 
-    def _take_answered(self, misses: Sequence[_Miss], recorder: _BatchRecorder, started_wall: float) -> None:
-        """Record the misses whose answer is in the cache now (for a refresh: stored after
-        this batch began, not the stale answer it replaces)."""
+    def _take_answered(self, misses: Sequence[_Miss], recorder: _BatchRecorder) -> None:
+        """Record the misses whose answer is in the cache now (for a refresh: stored during
+        this run, not the stale answer it replaces)."""
         if not misses:
             return
         found = self.cache.get_many([miss.key for miss in misses])
         for miss in misses:
             answer = found.get(miss.key)
-            if answer is not None and not (miss.request.refresh and answer.created < started_wall):
+            if answer is not None and not self._stale(miss.request, answer):
                 recorder.from_cache(miss, answer)
 
     def close(self) -> None:
@@ -439,8 +448,8 @@ def complete_parsed_answers(
 
     ``retry_unparsable`` None takes the judge's option (``JudgeOptions.retry_unparsable``,
     on by default): an unparsable answer that came from the cache is sent again as it was,
-    before any re-ask, and the new answer replaces the cached one
-    (``extra["unparsable_resent"]`` counts them)."""
+    before any re-ask, and the new answer replaces the cached one, unless it was stored
+    during this run (``extra["unparsable_resent"]`` counts those sent)."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
     if retry_unparsable is None:

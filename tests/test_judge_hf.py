@@ -46,7 +46,12 @@ def parse_score(text):
     return next((int(c) for c in text if c in "12345"), None)
 
 
-def test_hf_backend_generates_parses_and_caches(embedded_judge_spec, judge_cache, one_torch_thread, caplog):
+def test_hf_backend_generates_parses_and_caches(embedded_judge_spec, judge_cache, one_torch_thread, caplog,
+                                                monkeypatch):
+    from lm_eval_fin.judge import hf_backend
+
+    # the warning is given once per process: an earlier test may have had it already
+    monkeypatch.setattr(hf_backend, "_warned_constraints", set())
     judge = load_judge(embedded_judge_spec, JudgeOptions(max_tokens=8, batch_size=2))
     with caplog.at_level(logging.WARNING, logger="lm_eval_fin.judge"):
         responses = judge.complete(REQUESTS)

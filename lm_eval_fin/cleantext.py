@@ -16,9 +16,16 @@ import re
 # benchmark asks for (fin_lfqa's 2048 tokens), and bounded work for every parser.
 MAX_ANSWER_CHARS = 200_000
 
-# CSI, OSC and other ESC sequences, then the C0 and C1 controls other than tab and newlines.
-_ESCAPES = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
-_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+# ANSI/ECMA-48 escape sequences: CSI (ESC [ or the C1 byte 0x9b), OSC/DCS/SOS/PM/APC strings
+# up to their terminator (BEL, ESC \ or the C1 ST), and two-byte ESC sequences
+_ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -~]?"
+)
+# C0 controls but tab and newlines, DEL, C1 controls, bidirectional overrides and isolates
+# (which make a terminal show text in an order other than its own)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
 
 
@@ -36,14 +43,25 @@ def as_text(value: object) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def printable(text: str) -> str:
+def printable(text: object) -> str:
     """``text`` without escape sequences, control characters (tab and newlines kept) and lone
     surrogates (replaced by U+FFFD), so that it can be written as UTF-8 and shown on a terminal.
+    Server-controlled text (error bodies, refusals) goes through this before it is logged.
 
     >>> printable("a\\x1b[31mred\\x1b[0m\\x00b\\ud800")
     'aredb\\ufffd'
     """
-    return _CONTROLS.sub("", _ESCAPES.sub("", _SURROGATES.sub("\ufffd", text)))
+    return _CONTROLS.sub("", _ESCAPES.sub("", _SURROGATES.sub("\ufffd", as_text(text))))
+
+
+def one_line(text: object, limit: int = 300) -> str:
+    """:func:`printable` text on one line (whitespace runs collapsed), cut at ``limit``.
+
+    >>> one_line("HTTP 500:\\n  \\x1b[1mboom\\x1b[0m", limit=12)
+    'HTTP 500:...'
+    """
+    line = " ".join(printable(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def read_answer(value: object, limit: int = MAX_ANSWER_CHARS) -> tuple[str, bool]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from lm_eval_fin.benchmarks.fin_lfqa import task
 from lm_eval_fin.harness import taskfiles
-from lm_eval_fin.judge import load_judge
+from lm_eval_fin.judge import JudgeOptions, load_judge
 from lm_eval_fin.textsim import offline_bertscore_model
 from tests.finlfqa_fixtures import write_hub_fixture
 from tests.openai_server import ServerProcess
@@ -65,7 +65,7 @@ def test_lm_eval_runs_fin_lfqa_on_a_hub_schema_fixture(tmp_path, embedded_model_
     # Re-scoring the logged samples reads every judge answer from the cache the run filled.
     samples = [json.loads(line) for line in next(out.rglob("samples_fin_lfqa_*.jsonl")).read_text().splitlines()]
     assert len(samples) == 2
-    judge = load_judge(embedded_judge_spec)
+    judge = load_judge(embedded_judge_spec, JudgeOptions(retry_unparsable=False))
     metrics, details = task.rescore(samples, judge)
     assert judge.stats.model_calls == 0 and judge.stats.cache_hits >= 2
     assert len(details) == 2

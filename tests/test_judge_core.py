@@ -4,13 +4,17 @@ complete_parsed's re-asking and counting, and the vllm backend's gate."""
 import dataclasses
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import textwrap
 from types import SimpleNamespace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from lm_eval_fin.cleantext import one_line, printable
 from lm_eval_fin.judge import (
     BatchStats,
     JudgeOptions,
@@ -23,7 +27,7 @@ from lm_eval_fin.judge import (
 )
 from lm_eval_fin.judge.cache import CachedAnswer, JudgeCache, cache_key, default_cache_path
 from lm_eval_fin.judge.core import RETRY_TEMPERATURE, CachedJudge, resolve_request
-from lm_eval_fin.judge.openai_backend import request_payload
+from lm_eval_fin.judge.openai_backend import request_payload, retry_after_seconds
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
@@ -364,3 +368,171 @@ def test_vllm_backend_fails_too_long_prompts_alone(embedded_model_dir, judge_cac
     responses = judge.complete([ask("Say hello."), ask("revenue " * 300), ask("Say bye.")])
     assert responses[0].text is not None and responses[2].text is not None
     assert responses[1].text is None and "max_model_len is 128" in responses[1].error
+
+
+# --- options: the new ones, bools, flags --------------------------------------------------
+
+
+def test_bool_and_optional_float_options_are_checked():
+    from lm_eval_fin.judge.options import check_option, check_options, options_from_metadata
+
+    for text, expected in [("no", False), ("YES", True), ("false", False), ("on", True), ("0", False), (1, True),
+                           (False, False)]:
+        assert check_option("retry_unparsable", text) is expected
+    for bad in ["maybe", 2, None, 0.5]:
+        with pytest.raises(ValueError, match="retry_unparsable: expected yes or no"):
+            check_option("retry_unparsable", bad)
+    assert check_options({"batch_deadline_s": "90", "max_model_len": None}) == {"batch_deadline_s": 90.0,
+                                                                                "max_model_len": None}
+    assert check_option("batch_deadline_s", None) is None
+    for name, bad, message in [("batch_deadline_s", 0, "above 0"), ("timeout_s", -1, "above 0"),
+                               ("max_retries", -1, "not be negative"), ("batch_deadline_s", True, "a number"),
+                               ("max_retries", 1.5, "an integer")]:
+        with pytest.raises(ValueError, match=message):
+            check_option(name, bad)
+    assert options_from_metadata({"judge_retry_unparsable": "false", "judge_batch_deadline_s": 30}) == {
+        "retry_unparsable": False, "batch_deadline_s": 30.0}
+
+
+def test_the_new_flags(monkeypatch):
+    import argparse
+
+    from lm_eval_fin.judge.options import add_judge_arguments, options_from_args
+
+    monkeypatch.delenv("LM_EVAL_FIN_JUDGE_OPTIONS", raising=False)
+    parser = argparse.ArgumentParser()
+    add_judge_arguments(parser)
+    options = options_from_args(parser.parse_args(["--judge-retry-unparsable", "no", "--judge-batch-deadline", "600"]))
+    assert (options.retry_unparsable, options.batch_deadline_s) == (False, 600.0)
+    defaults = options_from_args(parser.parse_args([]))
+    assert (defaults.retry_unparsable, defaults.batch_deadline_s) == (True, None)
+    monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", '{"retry_unparsable": false}')
+    assert options_from_args(parser.parse_args([])).retry_unparsable is False
+    assert options_from_args(parser.parse_args(["--judge-retry-unparsable", "yes"])).retry_unparsable is True
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--judge-retry-unparsable", "perhaps"])
+
+
+# --- terminal-safe text, Retry-After ---------------------------------------------------------
+
+_UNSAFE = set(map(chr, [*range(0x09), *range(0x0B, 0x20), *range(0x7F, 0xA0), *range(0x202A, 0x202F),
+                        *range(0x2066, 0x206A)]))
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("plain text, ünïcode €", "plain text, ünïcode €"),
+        ("\x1b[31mred\x1b[0m", "red"),
+        ("a\x1b]0;window title\x07b", "ab"),
+        ("link \x1b]8;;http://x\x1b\\here\x1b]8;;\x1b\\", "link here"),
+        ("c1 csi \x9b2J done", "c1 csi  done"),
+        ("nul\x00 bell\x07 del\x7f", "nul bell del"),
+        ("keeps\ttab\nand newline", "keeps\ttab\nand newline"),
+        ("lone \ud800 surrogate", "lone \ufffd surrogate"),
+        ("bidi \u202eoverride\u2066", "bidi override"),
+    ],
+)
+def test_printable_removes_what_a_terminal_would_act_on(text, expected):
+    assert printable(text) == expected
+
+
+@given(st.text(alphabet=st.characters(codec=None, min_codepoint=0, max_codepoint=0x2100)))
+def test_printable_never_lets_a_control_character_through(text):
+    clean = printable(text)
+    assert not (set(clean) & _UNSAFE) and "\x1b" not in clean
+    clean.encode("utf-8")  # no lone surrogates either
+    line = one_line(text, 50)
+    assert "\n" not in line and len(line) <= 50
+
+
+def test_retry_after_values():
+    import email.utils
+
+    now = 1_700_000_000.0
+    assert retry_after_seconds({"retry-after": "3"}) == 3.0
+    assert retry_after_seconds({"retry-after": "1.5"}) == 1.5
+    assert retry_after_seconds({"retry-after": "-4"}) == 0.0
+    assert retry_after_seconds({"retry-after-ms": "250", "retry-after": "9"}) == 0.25
+    assert retry_after_seconds({"retry-after": email.utils.formatdate(now + 7, usegmt=True)}, now=now) == 7.0
+    assert retry_after_seconds({"retry-after": email.utils.formatdate(now - 60, usegmt=True)}, now=now) == 0.0
+    for headers in [None, {}, {"retry-after": "soon"}, {"retry-after": ""}]:
+        assert retry_after_seconds(headers) is None
+
+
+# --- unusable cache files ----------------------------------------------------------------------
+
+
+def _complete_with_cache(path, monkeypatch):
+    monkeypatch.setenv("LM_EVAL_FIN_CACHE", str(path))
+    judge = load_judge("openai:http://127.0.0.1:9/v1#m")
+    return judge.complete([ask("q")])
+
+
+def test_a_file_that_is_not_sqlite_is_a_clear_cache_error(tmp_path, monkeypatch):
+    from lm_eval_fin.judge import JudgeCacheError
+
+    path = tmp_path / "judge.sqlite"
+    path.write_bytes(b"this is not a database, " * 200)
+    with pytest.raises(JudgeCacheError) as info:
+        _complete_with_cache(path, monkeypatch)
+    message = str(info.value)
+    assert message.startswith(f"the judge cache {path} is not a usable judge cache (")
+    assert "delete it" in message and "LM_EVAL_FIN_CACHE" in message and "\n" not in message
+    assert path.read_bytes().startswith(b"this is not a database")  # never overwritten
+
+
+def test_a_cache_of_another_shape_is_a_clear_cache_error(tmp_path, monkeypatch):
+    import sqlite3
+
+    from lm_eval_fin.judge import JudgeCacheError
+
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE completions (key TEXT PRIMARY KEY, value TEXT)")
+    with pytest.raises(JudgeCacheError, match=r"has a table 'completions' with the columns \['key', 'value'\]"):
+        _complete_with_cache(path, monkeypatch)
+    with pytest.raises(JudgeCacheError, match="is not a usable judge cache"):
+        JudgeCache(tmp_path).check()  # a folder
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes read-only files anyway")
+def test_a_read_only_cache_is_a_clear_cache_error(tmp_path, monkeypatch):
+    from lm_eval_fin.judge import JudgeCacheError
+
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    cache = JudgeCache(folder / "judge.sqlite")
+    cache.put("hf:m", "k", CachedAnswer("t", 1, 1))
+    cache.close()
+    (folder / "judge.sqlite").chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        with pytest.raises(JudgeCacheError, match="cannot be written|is not a usable"):
+            _complete_with_cache(folder / "judge.sqlite", monkeypatch)
+    finally:
+        folder.chmod(0o755)
+
+
+# --- claims ------------------------------------------------------------------------------------
+
+
+def test_claims_hold_against_live_owners_and_pass_from_dead_ones(tmp_path):
+    from lm_eval_fin.judge.cache import Claimant
+
+    cache = JudgeCache(tmp_path / "c.sqlite")
+    first, second = Claimant.here(), Claimant.here()
+    assert cache.claim(["a", "b"], first) == ["a", "b"]
+    assert cache.claim(["b", "c"], second) == ["c"]  # b is held by a live owner (this process)
+    assert cache.claim(["a"], first) == ["a"]  # its own claim again
+    cache.release(first, ["a"])
+    assert cache.claim(["a", "b"], second) == ["a"]
+    # a dead process's claims are taken over
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                           check=True)
+    dead = Claimant("dead-owner", first.host, int(child.stdout), None)
+    assert cache.claim(["d"], dead) == ["d"]
+    assert cache.claim(["d"], second) == ["d"]
+    cache.release(first)
+    cache.release(second)
+    assert cache.claims() == 0

@@ -46,7 +46,12 @@ def parse_score(text):
     return next((int(c) for c in text if c in "12345"), None)
 
 
-def test_hf_backend_generates_parses_and_caches(embedded_judge_spec, judge_cache, one_torch_thread, caplog):
+def test_hf_backend_generates_parses_and_caches(embedded_judge_spec, judge_cache, one_torch_thread, caplog,
+                                                monkeypatch):
+    from lm_eval_fin.judge import hf_backend
+
+    # the warning is given once per process: an earlier test may have had it already
+    monkeypatch.setattr(hf_backend, "_warned_constraints", set())
     judge = load_judge(embedded_judge_spec, JudgeOptions(max_tokens=8, batch_size=2))
     with caplog.at_level(logging.WARNING, logger="lm_eval_fin.judge"):
         responses = judge.complete(REQUESTS)
@@ -94,3 +99,32 @@ def test_the_transformers_pin_has_the_dtype_keyword():
     requirement = next(Requirement(line) for line in lines if line.startswith("transformers"))
     assert "4.56.0" in requirement.specifier and "4.55.4" not in requirement.specifier
     assert "dtype=dtype" in Path(__file__).resolve().parent.parent.joinpath("lm_eval_fin/judge/hf_backend.py").read_text()
+
+
+@pytest.mark.parametrize("spec", ["hf:nosuch/model", "hf:/no/such/folder"])
+def test_a_model_that_cannot_be_loaded_is_one_clear_config_error(spec, judge_cache):
+    from lm_eval_fin.judge import JudgeConfigError
+
+    judge = load_judge(spec)
+    with pytest.raises(JudgeConfigError) as info:
+        judge.complete([JudgeRequest(messages=({"role": "user", "content": "q"},))])
+    message = str(info.value)
+    assert message.startswith(f"hf judge: cannot load the model '{spec[3:]}' (") and "\n" not in message
+    assert len(message) < 600
+    assert judge.last_batch.failures == 1
+
+
+def test_a_model_without_chat_template_is_a_config_error(embedded_model_dir, tmp_path, judge_cache):
+    import shutil
+
+    from lm_eval_fin.judge import JudgeConfigError
+
+    folder = tmp_path / "plain"
+    shutil.copytree(embedded_model_dir, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config.pop("chat_template", None)
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    for name in ("chat_template.jinja", "chat_template.json"):
+        (folder / name).unlink(missing_ok=True)
+    with pytest.raises(JudgeConfigError, match="has no chat template"):
+        load_judge(f"hf:{folder}").complete([JudgeRequest(messages=({"role": "user", "content": "q"},))])

@@ -18,7 +18,7 @@ from lm_eval_fin.judge.cache import JudgeCache
 from tests.openai_server import ServerProcess, ServerThread, closed_port
 
 # short waits so the fault tests stay fast; the logic is the same with the defaults
-FAST = dict(timeout_s=1.5, max_retries=2, backoff_s=0.01, backoff_max_s=0.05, concurrency=4)
+FAST = {"timeout_s": 1.5, "max_retries": 2, "backoff_s": 0.01, "backoff_max_s": 0.05, "concurrency": 4}
 
 
 def ask(content, **fields):
@@ -73,11 +73,24 @@ def test_model_server_round_trip(embedded_model_dir, judge_cache, one_torch_thre
         assert judge.stats.prompt_tokens > 0 and judge.stats.completion_tokens > 0
         assert first == calls == 2 + judge.last_batch.extra["parse_retries"]
 
-        # warm re-run: same answers, zero model calls, the server sees nothing
-        again = complete_parsed(judge, requests, parse_score, max_attempts=2)
-        assert again == scores
-        assert judge.stats.model_calls == first
-        assert server.stats()["calls"] == calls
+        unparsable = judge.last_batch.extra["parse_retries"] + judge.last_batch.parse_failures
+
+        # warm re-run keeping cached answers: same answers, zero model calls
+        keep = load_judge(f"openai:{server.base_url}#smollm2",
+                          JudgeOptions(max_tokens=8, timeout_s=120, retry_unparsable=False))
+        assert complete_parsed(keep, requests, parse_score, max_attempts=2) == scores
+        assert keep.stats.model_calls == 0 and server.stats()["calls"] == calls
+
+        # the same judge (this run) does not send its own answers again
+        assert complete_parsed(judge, requests, parse_score, max_attempts=2) == scores
+        assert judge.stats.model_calls == first and server.stats()["calls"] == calls
+
+        # the next run, by default, sends a cached answer that does not parse again (this greedy
+        # server repeats it); everything else comes from the cache
+        rerun = load_judge(f"openai:{server.base_url}#smollm2", JudgeOptions(max_tokens=8, timeout_s=120))
+        assert complete_parsed(rerun, requests, parse_score, max_attempts=2) == scores
+        assert rerun.last_batch.extra["unparsable_resent"] == unparsable
+        assert server.stats()["calls"] - calls == rerun.stats.model_calls == unparsable
 
 
 def test_requests_carry_decoding_and_constraints(echo_server, judge_cache):

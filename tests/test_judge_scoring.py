@@ -98,12 +98,21 @@ def test_score_folder_adds_judge_metrics_to_lm_eval_results(run_folder, toy_fami
         assert [d["parse_failure"] for d in details] == [False, False, True]
         assert "toy_score" in capsys.readouterr().out  # lm-eval's results table
 
-        # a second run: same results, all from the cache, and our files are not re-read as samples
+        # a second run: same results, our files are not re-read as samples, and only the two
+        # cached unparsable answers (first ask and re-ask) are sent again
         assert score(run_folder.parent, "--judge", judge) == 0
-        assert server.stats()["calls"] == calls
+        assert server.stats()["calls"] == calls + 2
+        again = json.loads((run_folder / f"judged_results_{DATE}.json").read_text())
+        assert again["results"]["fin_toy"] == entry
+        assert again["judge"]["stats"]["fin_toy"]["extra"]["unparsable_resent"] == 2
+
+        # keeping cached answers as they are: everything from the cache
+        assert score(run_folder.parent, "--judge", judge, "--judge-retry-unparsable", "no") == 0
+        assert server.stats()["calls"] == calls + 2
     again = json.loads((run_folder / f"judged_results_{DATE}.json").read_text())
     assert again["results"]["fin_toy"] == entry
     assert again["judge"]["stats"]["fin_toy"]["model_calls"] == 0
+    assert again["judge"]["options"]["retry_unparsable"] is False
 
 
 @pytest.mark.parametrize(

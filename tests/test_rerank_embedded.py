@@ -87,7 +87,7 @@ def test_cli_end_to_end(two_runs, fincards_cache, embedded_judge_spec, tmp_path)
     done = subprocess.run(
         [BIN / "lm-eval-fin", "rerank", "--data", str(data), "--judge", embedded_judge_spec,
          "--judge-max-tokens", str(MAX_TOKENS), "--max-attempts", "1", "--variant", "all",
-         "--seed", "0", "--out", str(out)],
+         "--seed", "0", "--out", str(out), "--judge-retry-unparsable", "no"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -12,7 +12,17 @@ sqlite cache and its key), and one module per backend: ``vllm_backend``,
 ``openai_backend``, ``hf_backend``.
 """
 
-from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse, chat_request, prompt_hash
+from lm_eval_fin.cleantext import printable
+from lm_eval_fin.judge.base import (
+    BatchStats,
+    Judge,
+    JudgeConfigError,
+    JudgeRequest,
+    JudgeResponse,
+    chat_request,
+    prompt_hash,
+)
+from lm_eval_fin.judge.cache import JudgeCacheError
 from lm_eval_fin.judge.core import ParsedAnswer, complete_parsed, complete_parsed_answers, load_judge
 from lm_eval_fin.judge.options import JudgeOptions
 from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
@@ -20,6 +30,8 @@ from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
 __all__ = [
     "BatchStats",
     "Judge",
+    "JudgeCacheError",
+    "JudgeConfigError",
     "JudgeOptions",
     "JudgeRequest",
     "JudgeResponse",
@@ -30,5 +42,6 @@ __all__ = [
     "complete_parsed_answers",
     "load_judge",
     "parse_spec",
+    "printable",
     "prompt_hash",
 ]

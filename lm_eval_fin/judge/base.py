@@ -15,6 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+class JudgeConfigError(ValueError):
+    """The judge cannot work as configured: a server that does not serve the named model, an
+    API key it refuses, a model that cannot be loaded, a malformed spec. Retrying cannot help,
+    so the whole batch stops at once; the message is one line that names the fix."""
+
+
 @dataclass(frozen=True)
 class JudgeRequest:
     """One chat completion to make.
@@ -26,6 +32,10 @@ class JudgeRequest:
     its answers are.
     ``attempt`` is part of the cache key, so a retry of an unparsable answer is a new request
     (with a derived seed, and sampled rather than greedy) rather than the same cached text.
+    ``refresh`` is not part of the key: it asks for a new answer even when one is cached from
+    an earlier run (stored before the judge was loaded), and the new answer replaces it.
+    :func:`~lm_eval_fin.judge.core.complete_parsed` sets it to re-send a cached answer its
+    parser rejects; a judge whose ``retry_unparsable`` option is off ignores it.
     """
 
     messages: tuple[dict[str, str], ...]
@@ -36,6 +46,7 @@ class JudgeRequest:
     regex: str | None = None
     choice: tuple[str, ...] | None = None
     attempt: int = 0
+    refresh: bool = False
 
     @property
     def constraint(self) -> dict[str, Any] | None:
@@ -81,8 +92,10 @@ def prompt_hash(*templates: object) -> str:
 
 @dataclass
 class JudgeResponse:
-    """The answer to one request. ``text`` is None when the backend failed for good
-    (``error`` says why); finished responses are never lost to a later failure."""
+    """The answer to one request. ``text`` is None when the judge failed it for good (``error``
+    says why: transport, HTTP error, timeout, a refusal, an empty reply); finished responses
+    are never lost to a later failure. A reply with text that the caller cannot read is not a
+    failure here but a parse failure of :func:`~lm_eval_fin.judge.core.complete_parsed`."""
 
     text: str | None
     error: str | None = None
@@ -98,9 +111,13 @@ class BatchStats:
     ``requests`` counts what the caller asked for; ``cache_hits`` those answered from the
     cache (or by an identical request earlier in the same batch); ``model_calls`` those sent
     to the backend. Token counts are those the backend reported for this call's model calls.
-    ``retries`` are transport retries (timeouts, 5xx, refused connections); ``failures`` are
-    requests that still had no text after them; ``parse_failures`` are answers the caller's
-    parser rejected on every attempt (counted by ``complete_parsed``).
+    ``retries`` are transport retries (timeouts, 429, 5xx, refused connections); ``failures``
+    are requests that still had no text after them (or whose reply was a refusal or empty);
+    ``parse_failures`` are answers the caller's parser rejected on every attempt (counted by
+    ``complete_parsed``). ``extra`` holds counts of rarer events: ``parse_retries`` (re-asks
+    of unparsable answers), ``unparsable_resent`` (cached unparsable answers sent again under
+    ``retry_unparsable``), ``answered_by_other_process`` (answers another process sharing the
+    cache was already fetching), ``retry_after_waits`` (retries timed by a ``Retry-After``).
     """
 
     requests: int = 0

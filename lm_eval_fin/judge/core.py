@@ -9,21 +9,36 @@ responses in order:
    seed ``seed + attempt`` and, where it would be greedy, ``RETRY_TEMPERATURE``: a greedy
    retry would only repeat the unparsable text.
 2. The cache is looked up for the whole batch at once (see :mod:`lm_eval_fin.judge.cache`
-   for the key). Identical requests within the batch are sent once.
-3. The misses go to the backend in one call; the backend hands back each answer as it
-   finishes, and it is written to the cache right away, so a run killed half way keeps it.
+   for the key). Identical requests within the batch are sent once. A request with
+   ``refresh`` set is sent again when the option ``retry_unparsable`` is on and its cached
+   answer is older than the judge (stored by an earlier run); an answer stored during this
+   run, by this judge or by another process working beside it, is not sent twice.
+3. The misses are claimed in the cache (see there), so that another process judging the same
+   data does not send them too, and go to the backend in one call; the backend hands back
+   each answer as it finishes, and it is written to the cache right away, so a run killed
+   half way keeps it. Misses another live process had claimed are then waited for and read
+   from the cache (``extra["answered_by_other_process"]``), or sent here if that process
+   died or failed them.
 4. A summary (requests, cache hits, model calls, tokens, retries, failures, wall time) is
    logged, kept in ``judge.last_batch`` and added to ``judge.stats``. A tqdm bar shows
    progress on batches with at least ``PROGRESS_MIN_REQUESTS`` model calls.
 
-A response with ``text=None`` is a definitive failure of that request (``error`` says why);
-the others are unaffected. Exceptions from a backend (vLLM missing, a constraint vLLM
-cannot enforce, a model that will not load) propagate: they are configuration errors, and
-whatever finished before them is already in the cache.
+A response with ``text=None`` is a definitive failure of that request (``error`` says why,
+with escape sequences and control characters of server text removed); the others are
+unaffected. A reply that is empty (or only whitespace) is such a failure too, whatever the
+backend. With ``batch_deadline_s`` set, what is not finished that long after the call began
+fails with an error that says so (the backends check it; requests waited for from another
+process too). Exceptions from a backend propagate: :class:`~lm_eval_fin.judge.base.JudgeConfigError`
+(a server without the model, a refused API key, a model that will not load) and others (vLLM
+missing, a constraint vLLM cannot enforce); the requests of the batch not finished by then get
+that message as their error, and whatever finished before is already in the cache. A cache
+file that cannot be used raises :class:`~lm_eval_fin.judge.cache.JudgeCacheError`.
 
 :func:`complete_parsed` adds the parse step every caller needs: it parses each text with
 the caller's tolerant parser, re-sends only the unparsable ones with ``attempt + 1`` up to
-``max_attempts``, and counts what stayed unparsable as parse failures.
+``max_attempts``, and counts what stayed unparsable as parse failures. An unparsable answer
+that an earlier run left in the cache is first sent again as it was (``refresh``), when the
+judge's ``retry_unparsable`` option is on: it may come from a judge that has been fixed since.
 :func:`complete_parsed_answers` does the same and keeps, per request, the last raw reply and
 the error of a request that failed for good, so a caller can tell a judge that did not answer
 (a failure) from an answer it could not read (a parse failure).
@@ -36,11 +51,13 @@ import logging
 import os
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Generic, Protocol, Sequence, TypeVar
+from typing import Generic, Protocol, TypeVar
 
+from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse
-from lm_eval_fin.judge.cache import CachedAnswer, JudgeCache, cache_key
+from lm_eval_fin.judge.cache import CachedAnswer, Claimant, JudgeCache, JudgeCacheError, cache_key
 from lm_eval_fin.judge.options import JUDGE_ENV, JudgeOptions, resolve_options
 from lm_eval_fin.judge.spec import JudgeSpec, parse_spec
 
@@ -50,10 +67,19 @@ T = TypeVar("T")
 
 RETRY_TEMPERATURE = 0.7
 PROGRESS_MIN_REQUESTS = 8
+# waiting for answers another process claimed: first and longest pause between looks
+_POLL_FIRST_S, _POLL_MAX_S = 0.05, 0.5
+EMPTY_REPLY = "the judge returned an empty reply"
 
 
 class ResultSink(Protocol):
-    """What a backend reports to while it works through a batch."""
+    """What a backend reports to while it works through a batch.
+
+    ``deadline`` is the batch deadline as a ``time.monotonic()`` value, or None; a backend
+    that can stop between requests (or chunks) checks :meth:`expired` and fails the rest
+    with :meth:`deadline_error`."""
+
+    deadline: float | None
 
     def done(self, index: int, response: JudgeResponse) -> None: ...
 
@@ -62,6 +88,10 @@ class ResultSink(Protocol):
     def retried(self) -> None: ...
 
     def note(self, key: str, count: int = 1) -> None: ...
+
+    def expired(self) -> bool: ...
+
+    def deadline_error(self) -> str: ...
 
 
 class Backend(Protocol):
@@ -107,45 +137,102 @@ def resolve_request(request: JudgeRequest, options: JudgeOptions) -> JudgeReques
     )
 
 
-class _BatchRecorder:
-    """The sink of one ``complete`` call: fills responses, writes the cache, counts."""
+@dataclass
+class _Miss:
+    """A request not answered from the cache, and the batch positions it answers."""
 
-    def __init__(self, judge: CachedJudge, keys: list[str], positions: list[list[int]],
-                 responses: list[JudgeResponse | None], stats: BatchStats, progress):
-        self.judge, self.keys, self.positions = judge, keys, positions
-        self.responses, self.stats, self.progress = responses, stats, progress
-        self.reported = [False] * len(keys)
+    key: str
+    request: JudgeRequest
+    positions: list[int]
+
+
+class _BatchRecorder:
+    """The outcome of one ``complete`` call: fills responses, writes the cache, counts."""
+
+    def __init__(self, judge: CachedJudge, responses: list[JudgeResponse | None], stats: BatchStats,
+                 progress, deadline: float | None, claimant: Claimant):
+        self.judge, self.responses, self.stats, self.progress = judge, responses, stats, progress
+        self.deadline, self.claimant = deadline, claimant
+        self.reported: set[str] = set()
         self.first_error: str | None = None
 
-    def done(self, index: int, response: JudgeResponse) -> None:
-        self.done_many([(index, response)])
+    def expired(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline
 
-    def done_many(self, items: Sequence[tuple[int, JudgeResponse]]) -> None:
-        finished = []
-        for index, response in items:
-            if self.reported[index]:
+    def deadline_error(self) -> str:
+        return (f"not finished within the batch deadline of {self.judge.options.batch_deadline_s:g}s "
+                "(--judge-batch-deadline); finished answers are cached, a re-run sends the rest")
+
+    def done_many(self, items: Sequence[tuple[_Miss, JudgeResponse]]) -> None:
+        finished, failed = [], []
+        for miss, response in items:
+            if miss.key in self.reported:
                 continue
-            self.reported[index] = True
+            self.reported.add(miss.key)
             self.stats.prompt_tokens += response.prompt_tokens
             self.stats.completion_tokens += response.completion_tokens
+            if response.text is not None and not response.text.strip():
+                response = dataclasses.replace(response, text=None, error=EMPTY_REPLY)
             if response.text is None:
-                self.stats.failures += len(self.positions[index])
+                response = dataclasses.replace(response, error=one_line(response.error or "no answer", 500))
+                self.stats.failures += len(miss.positions)
                 self.first_error = self.first_error or response.error
+                failed.append(miss.key)
             else:
                 finished.append(
-                    (self.keys[index], CachedAnswer(response.text, response.prompt_tokens, response.completion_tokens))
+                    (miss.key, CachedAnswer(response.text, response.prompt_tokens, response.completion_tokens))
                 )
-            for position in self.positions[index]:
+            for position in miss.positions:
                 self.responses[position] = dataclasses.replace(response, cached=False)
-        self.judge.cache.put_many(self.judge.spec, finished)
+        self.judge.cache.put_many(self.judge.spec, finished, self.claimant)
+        if failed:  # let a process waiting for these send them itself
+            self.judge.cache.release(self.claimant, failed)
         if self.progress is not None:
             self.progress.update(len(items))
 
-    def retried(self) -> None:
-        self.stats.retries += 1
+    def from_cache(self, miss: _Miss, answer: CachedAnswer) -> None:
+        """``miss`` answered by another process through the cache."""
+        self.reported.add(miss.key)
+        for position in miss.positions:
+            self.responses[position] = JudgeResponse(
+                answer.text, cached=True, prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens
+            )
+        self.stats.cache_hits += len(miss.positions)
+        self.note("answered_by_other_process")
+        if self.progress is not None:
+            self.progress.update(1)
+
+    def fail_unreported(self, misses: Sequence[_Miss], error: str) -> None:
+        self.done_many([(miss, JudgeResponse(None, error=error)) for miss in misses if miss.key not in self.reported])
 
     def note(self, key: str, count: int = 1) -> None:
         self.stats.extra[key] = self.stats.extra.get(key, 0) + count
+
+
+class _RoundSink:
+    """The :class:`ResultSink` of one backend call: maps the backend's indices to misses."""
+
+    def __init__(self, recorder: _BatchRecorder, misses: Sequence[_Miss]):
+        self.recorder, self.misses = recorder, misses
+        self.deadline = recorder.deadline
+
+    def done(self, index: int, response: JudgeResponse) -> None:
+        self.recorder.done_many([(self.misses[index], response)])
+
+    def done_many(self, items: Sequence[tuple[int, JudgeResponse]]) -> None:
+        self.recorder.done_many([(self.misses[index], response) for index, response in items])
+
+    def retried(self) -> None:
+        self.recorder.stats.retries += 1
+
+    def note(self, key: str, count: int = 1) -> None:
+        self.recorder.note(key, count)
+
+    def expired(self) -> bool:
+        return self.recorder.expired()
+
+    def deadline_error(self) -> str:
+        return self.recorder.deadline_error()
 
 
 class CachedJudge(Judge):
@@ -161,6 +248,8 @@ class CachedJudge(Judge):
         self.stats = BatchStats()
         self.last_batch = BatchStats()
         self.last_error: str | None = None  # the first error of the latest batch with failures
+        # answers stored since are of this run: a refresh does not send them again
+        self.started_wall = time.time()
 
     def complete(self, requests: Sequence[JudgeRequest], desc: str = "judge") -> list[JudgeResponse]:
         started = time.perf_counter()
@@ -170,26 +259,38 @@ class CachedJudge(Judge):
         resolved = [resolve_request(request, self.options) for request in requests]
         keys = [cache_key(self.spec, request) for request in resolved]
         stats = BatchStats(requests=len(requests))
-        responses, miss_keys, miss_requests, miss_positions = self._from_cache(keys, resolved, stats)
-        stats.model_calls = len(miss_requests)
+        deadline = None
+        if self.options.batch_deadline_s is not None:
+            deadline = time.monotonic() + self.options.batch_deadline_s
+        responses, misses = self._from_cache(keys, resolved, stats)
 
         progress = None
-        if len(miss_requests) >= PROGRESS_MIN_REQUESTS:
+        if len(misses) >= PROGRESS_MIN_REQUESTS:
             from tqdm.auto import tqdm
 
             # redraw often on a terminal, seldom in a log file (TQDM_DISABLE=1 turns it off)
             interval = 0.1 if sys.stderr.isatty() else 10.0
-            progress = tqdm(total=len(miss_requests), desc=desc, unit="req", file=sys.stderr, mininterval=interval)
-        recorder = _BatchRecorder(self, miss_keys, miss_positions, responses, stats, progress)
+            progress = tqdm(total=len(misses), desc=desc, unit="req", file=sys.stderr, mininterval=interval)
+        claimant = Claimant.here()
+        recorder = _BatchRecorder(self, responses, stats, progress, deadline, claimant)
+        stop_error, stopped = "the backend returned no answer", False
         try:
-            if miss_requests:
-                self.backend.run(miss_requests, recorder)
+            if misses:
+                self._send(misses, recorder, claimant)
+        except BaseException as exc:
+            stop_error, stopped = f"the judge stopped: {one_line(exc, 500) or type(exc).__name__}", True
+            raise
         finally:
             if progress is not None:
                 progress.close()
-            for index, reported in enumerate(recorder.reported):
-                if not reported:  # a backend bug or an exception half way: never a silent hole
-                    recorder.done(index, JudgeResponse(None, error="the backend returned no answer"))
+            try:
+                # a backend bug or an exception half way: never a silent hole
+                recorder.fail_unreported(misses, stop_error)
+                if misses:
+                    self.cache.release(claimant)
+            except JudgeCacheError:
+                if not stopped:
+                    raise  # else the exception under way already says what went wrong
             stats.wall_time_s = time.perf_counter() - started
             self.last_batch = stats
             self.stats.add(stats)
@@ -204,30 +305,68 @@ class CachedJudge(Judge):
 
     def _from_cache(self, keys: list[str], resolved: list[JudgeRequest], stats: BatchStats):
         """Responses filled from the cache; the misses, each once, with the batch positions
-        it answers (identical requests in one batch are sent once)."""
+        it answers (identical requests in one batch are sent once). A refresh request is a miss
+        unless its answer was stored during this run (by this judge or another process)."""
         hits = self.cache.get_many(keys)
         responses: list[JudgeResponse | None] = [None] * len(keys)
-        miss_keys: list[str] = []
-        miss_requests: list[JudgeRequest] = []
-        miss_positions: list[list[int]] = []
-        slot_of: dict[str, int] = {}
+        misses: dict[str, _Miss] = {}
         for position, (key, request) in enumerate(zip(keys, resolved)):
             answer = hits.get(key)
+            if answer is not None and self._stale(request, answer):
+                answer = None
             if answer is not None:
                 responses[position] = JudgeResponse(
                     answer.text, cached=True,
                     prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
                 )
                 stats.cache_hits += 1
-            elif key in slot_of:
-                miss_positions[slot_of[key]].append(position)
+            elif key in misses:
+                misses[key].positions.append(position)
                 stats.cache_hits += 1
             else:
-                slot_of[key] = len(miss_keys)
-                miss_keys.append(key)
-                miss_requests.append(request)
-                miss_positions.append([position])
-        return responses, miss_keys, miss_requests, miss_positions
+                misses[key] = _Miss(key, request, [position])
+        return responses, list(misses.values())
+
+    def _stale(self, request: JudgeRequest, answer: CachedAnswer) -> bool:
+        """A cached answer a refresh request asks to replace: one stored before this run."""
+        return request.refresh and self.options.retry_unparsable and answer.created < self.started_wall
+
+    def _send(self, misses: list[_Miss], recorder: _BatchRecorder, claimant: Claimant) -> None:
+        """Claim the misses, send those this process holds, wait for those another holds;
+        again until each is answered, failed, or the deadline has passed."""
+        pending = {miss.key: miss for miss in misses}
+        poll = _POLL_FIRST_S
+        while pending:
+            mine = set(self.cache.claim(list(pending), claimant))
+            # answered between our lookup and our claim by a process that just finished them
+            self._take_answered([pending[key] for key in mine], recorder)
+            batch = [miss for key, miss in pending.items() if key in mine and key not in recorder.reported]
+            if batch:
+                recorder.stats.model_calls += len(batch)
+                self.backend.run([miss.request for miss in batch], _RoundSink(recorder, batch))
+                recorder.fail_unreported(batch, "the backend returned no answer")
+                poll = _POLL_FIRST_S
+            pending = {key: miss for key, miss in pending.items() if key not in recorder.reported}
+            if not pending:
+                return
+            if recorder.expired():
+                recorder.fail_unreported(list(pending.values()), recorder.deadline_error())
+                return
+            time.sleep(poll)
+            poll = min(_POLL_MAX_S, poll * 2)
+            self._take_answered(list(pending.values()), recorder)
+            pending = {key: miss for key, miss in pending.items() if key not in recorder.reported}
+
+    def _take_answered(self, misses: Sequence[_Miss], recorder: _BatchRecorder) -> None:
+        """Record the misses whose answer is in the cache now (for a refresh: stored during
+        this run, not the stale answer it replaces)."""
+        if not misses:
+            return
+        found = self.cache.get_many([miss.key for miss in misses])
+        for miss in misses:
+            answer = found.get(miss.key)
+            if answer is not None and not self._stale(miss.request, answer):
+                recorder.from_cache(miss, answer)
 
     def close(self) -> None:
         self.backend.close()
@@ -304,10 +443,18 @@ def complete_parsed_answers(
     parse: Callable[[str], T | None] | Sequence[Callable[[str], T | None]],
     desc: str = "judge",
     max_attempts: int = 3,
+    retry_unparsable: bool | None = None,
 ) -> list[ParsedAnswer[T]]:
-    """:func:`complete_parsed`, with the raw reply and the error of each request kept."""
+    """:func:`complete_parsed`, with the raw reply and the error of each request kept.
+
+    ``retry_unparsable`` None takes the judge's option (``JudgeOptions.retry_unparsable``,
+    on by default): an unparsable answer that came from the cache is sent again as it was,
+    before any re-ask, and the new answer replaces the cached one, unless it was stored
+    during this run (``extra["unparsable_resent"]`` counts those sent)."""
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
+    if retry_unparsable is None:
+        retry_unparsable = getattr(getattr(judge, "options", None), "retry_unparsable", True)
     requests = list(requests)
     parsers = [parse] * len(requests) if callable(parse) else list(parse)
     if len(parsers) != len(requests):
@@ -315,40 +462,58 @@ def complete_parsed_answers(
     results: list[ParsedAnswer[T]] = [ParsedAnswer(None) for _ in requests]
     total = BatchStats()
     pending = list(range(len(requests)))
-    parse_retries = 0
+    parse_retries = resent = 0
+
+    def ask(batch: list[JudgeRequest], desc: str) -> list[JudgeResponse]:
+        responses = judge.complete(batch, desc=desc)
+        last = getattr(judge, "last_batch", None)
+        if isinstance(last, BatchStats):
+            total.add(last)
+        else:
+            total.requests += len(batch)
+        return responses
+
     for attempt in range(max_attempts):
         if not pending:
             break
         batch = [dataclasses.replace(requests[i], attempt=requests[i].attempt + attempt) for i in pending]
         if attempt:
             parse_retries += len(batch)
-        responses = judge.complete(batch, desc=desc if attempt == 0 else f"{desc} (re-ask {attempt})")
-        last = getattr(judge, "last_batch", None)
-        if isinstance(last, BatchStats):
-            total.add(last)
-        else:
-            total.requests += len(batch)
+        responses = ask(batch, desc if attempt == 0 else f"{desc} (re-ask {attempt})")
+        values = [None if response.text is None else _safe_parse(parsers[index], response.text)
+                  for index, response in zip(pending, responses)]
+        if retry_unparsable:
+            stale = [j for j, (response, value) in enumerate(zip(responses, values))
+                     if response.cached and response.text is not None and value is None]
+            if stale:
+                again = ask([dataclasses.replace(batch[j], refresh=True) for j in stale],
+                            f"{desc} (re-send cached unparsable)")
+                for j, response in zip(stale, again):
+                    resent += not response.cached
+                    responses[j] = response
+                    values[j] = None if response.text is None else _safe_parse(parsers[pending[j]], response.text)
         unparsed = []
-        for index, response in zip(pending, responses):
+        for index, response, value in zip(pending, responses, values):
             if response.text is None:
                 # a transport failure, retried by the backend already: failed for good
                 results[index] = ParsedAnswer(None, None, response.error or "the judge returned no answer")
                 continue
-            value = _safe_parse(parsers[index], response.text)
             results[index] = ParsedAnswer(value, response.text)
             if value is None:
                 unparsed.append(index)
         pending = unparsed
     total.parse_failures = len(pending)
     total.extra["parse_retries"] = parse_retries
+    total.extra["unparsable_resent"] = resent
     stats = getattr(judge, "stats", None)
     if isinstance(stats, BatchStats):
-        stats.add(BatchStats(parse_failures=total.parse_failures, extra={"parse_retries": parse_retries}))
+        stats.add(BatchStats(parse_failures=total.parse_failures,
+                             extra={"parse_retries": parse_retries, "unparsable_resent": resent}))
     try:
         judge.last_batch = total  # type: ignore[attr-defined]
     except AttributeError:
         pass
-    if parse_retries or total.parse_failures:
+    if parse_retries or resent or total.parse_failures:
         parsed = sum(result.value is not None for result in results)
         logger.info("%s: parsed %d of %d; %s", desc, parsed, len(requests), total.summary())
     return results
@@ -388,8 +553,8 @@ def load_judge(spec: str | None = None, options: JudgeOptions | None = None) -> 
 
     Nothing heavy happens here: the model is loaded (or the server first contacted) on the
     first batch with a cache miss, so a re-run on a warm cache never starts an engine.
-    A malformed spec raises :class:`~lm_eval_fin.judge.spec.JudgeSpecError`, malformed
-    options a ValueError.
+    A malformed spec raises :class:`~lm_eval_fin.judge.spec.JudgeSpecError` (a
+    :class:`~lm_eval_fin.judge.base.JudgeConfigError`), malformed options a ValueError.
     """
     if spec is None:
         spec = os.environ.get(JUDGE_ENV)

@@ -16,17 +16,22 @@ re-asks unparsable answers). A warning says so once per process and constraint k
 each batch counts such requests in ``stats.extra["unenforced_constraints"]``. Use the vllm
 or openai backend where enforcement matters.
 
-Exceptions (a model that will not load, out of memory) propagate; batches finished before
-are already in the cache.
+A model that cannot be loaded (no such hub id or folder, no chat template, files that are
+not a transformers model) raises :class:`~lm_eval_fin.judge.base.JudgeConfigError` with a
+one-line message; other exceptions (out of memory) propagate. With ``batch_deadline_s``,
+the deadline is checked between ``generate`` calls: what is left when it passes fails with
+an error that says so. Batches finished before either are already in the cache.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from typing import Sequence
+import os
+from collections.abc import Sequence
 
-from lm_eval_fin.judge.base import JudgeRequest, JudgeResponse
+from lm_eval_fin.cleantext import one_line
+from lm_eval_fin.judge.base import JudgeConfigError, JudgeRequest, JudgeResponse
 from lm_eval_fin.judge.options import JudgeOptions
 from lm_eval_fin.judge.spec import JudgeSpec
 
@@ -47,6 +52,12 @@ def _warn_unenforced(kind: str, model: str) -> None:
     )
 
 
+def _first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (transformers' are paragraphs)."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return one_line(f"{type(exc).__name__}: {lines[0] if lines else ''}", 240)
+
+
 class HFBackend:
     def __init__(self, spec: JudgeSpec, options: JudgeOptions):
         self.spec = spec
@@ -64,16 +75,23 @@ class HFBackend:
             dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
         else:
             device, dtype = "cpu", torch.float32
-        tokenizer = AutoTokenizer.from_pretrained(self.spec.model, **extra)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(self.spec.model, **extra)
+            model = AutoModelForCausalLM.from_pretrained(self.spec.model, dtype=dtype, **extra)
+        except (OSError, ValueError, KeyError, ImportError) as exc:
+            offline = " (HF_HUB_OFFLINE is set: only models already downloaded)" if os.environ.get("HF_HUB_OFFLINE") else ""
+            raise JudgeConfigError(
+                f"hf judge: cannot load the model '{one_line(self.spec.model, 200)}' ({_first_line(exc)}); give a "
+                f"transformers model folder or a Hugging Face model id that can be loaded here{offline}"
+            ) from exc
         if not getattr(tokenizer, "chat_template", None):
-            raise ValueError(
-                f"hf judge {self.spec.model} has no chat template; a judge must be an instruction-tuned "
-                "chat model"
+            raise JudgeConfigError(
+                f"hf judge: the model '{one_line(self.spec.model, 200)}' has no chat template; a judge must be an "
+                "instruction-tuned chat model"
             )
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        model = AutoModelForCausalLM.from_pretrained(self.spec.model, dtype=dtype, **extra)
         self.model = model.to(device).eval()
         self.tokenizer = tokenizer
         eos = self.model.generation_config.eos_token_id
@@ -113,7 +131,12 @@ class HFBackend:
                 sink.note("unenforced_constraints")
         if self.model is None:
             self._load()
-        for batch in self._batches(requests):
+        batches = self._batches(requests)
+        for number, batch in enumerate(batches):
+            if sink.expired():
+                error = sink.deadline_error()
+                sink.done_many([(index, JudgeResponse(None, error=error)) for rest in batches[number:] for index in rest])
+                return
             first = requests[batch[0]]
             encoded = self.tokenizer.apply_chat_template(
                 [list(requests[i].messages) for i in batch],

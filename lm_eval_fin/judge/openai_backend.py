@@ -5,18 +5,37 @@
 (``asyncio.Semaphore``); the API key is ``$OPENAI_API_KEY``, else ``"EMPTY"`` (what local
 servers expect).
 
+Time. The client's own timeout is per read (httpx's connect/read/write/pool timeouts), so
+a server that sends a byte now and then would hold a request for ever; each attempt is
+therefore also bounded as a whole by ``asyncio.wait_for``: ``timeout_s`` from the start of
+the attempt to the last byte of the reply. With ``batch_deadline_s`` (a deadline of the
+sink), an attempt is also cut at the batch deadline, no retry waits past it, and a request
+not started by then is not sent; each such request fails with an error that says so.
+
 Failures. The client's own retries are off; ours are visible in the stats. A request that
-times out (``timeout_s``), cannot connect, gets 408/409/429/5xx or a reply that is not a
-well-formed chat completion is re-sent up to ``max_retries`` times, waiting
-``backoff_s * 2**k`` seconds (capped at ``backoff_max_s``) before retry ``k + 1``. Other
-HTTP errors (400, 401, 404, ...) are not retried: the same request would fail again. After
-that the request's response has ``text=None`` and an ``error`` naming the cause and the
-number of attempts; the other requests go on. When ``max(8, 2 * concurrency)`` requests in a
-row have failed for good after their retries (a server that went away or is overwhelmed), the
-rest of the batch is not sent but failed at once with that reason, instead of each waiting
-through its own retries; a re-run sends only what is not in the cache. Only such retryable
-failures count towards that stop: a request the server rejected on its own merits (HTTP 400
-for a prompt too long, a reply without text) shows the server is there, and resets the count.
+times out, cannot connect, gets 408/409/429/5xx or a reply that is not a well-formed chat
+completion is re-sent up to ``max_retries`` times, waiting ``backoff_s * 2**k`` seconds
+(capped at ``backoff_max_s``) before retry ``k + 1``; after a 429 or 503 with a
+``Retry-After`` header (seconds, or an HTTP date; ``retry-after-ms`` too) the wait is what
+the server asked for, also capped at ``backoff_max_s``. Other HTTP errors (400, 422, ...) are
+not retried: the same request would fail again. Nor is a reply without text: a refusal
+(the message's ``refusal`` field) or an empty reply. After that the request's response has
+``text=None`` and an ``error`` naming the cause and the number of attempts; the other
+requests go on. When ``max(8, 2 * concurrency)`` requests in a row have failed for good
+after their retries (a server that went away or is overwhelmed), the rest of the batch is
+not sent but failed at once with that reason, and requests in flight are not retried again,
+instead of each waiting through its own retries; a re-run sends only what is not in the
+cache. Only such retryable failures count towards that stop: a request the server rejected
+on its own merits (HTTP 400 for a prompt too long, a refusal) shows the server is there, and
+resets the count.
+
+Configuration errors. HTTP 401 and 403 (the API key), and 404 (a model the server does not
+serve, or a base URL that is not an OpenAI API) would fail every request alike: the first
+one stops the whole batch with one :class:`~lm_eval_fin.judge.base.JudgeConfigError` that
+says what to fix (for a 404, with the models the server lists at ``GET /models``).
+
+Text from the server (error bodies, refusals) reaches errors only through
+:func:`~lm_eval_fin.cleantext.one_line`: no escape sequences or control characters.
 
 Constraints. A JSON schema goes through the standard ``response_format={"type":
 "json_schema", ...}``. Regex and choice constraints have no standard field; they are sent
@@ -29,15 +48,23 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import email.utils
 import json
 import os
-from typing import Any, Sequence
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from lm_eval_fin.judge.base import JudgeRequest, JudgeResponse
+from lm_eval_fin.cleantext import one_line
+from lm_eval_fin.judge.base import JudgeConfigError, JudgeRequest, JudgeResponse
 from lm_eval_fin.judge.options import JudgeOptions
 from lm_eval_fin.judge.spec import JudgeSpec
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
+RETRY_AFTER_STATUS = frozenset({429, 503})
+CONFIG_STATUS = frozenset({401, 403, 404})
+# how long listing the server's models may take when explaining a 404
+_MODELS_TIMEOUT_S = 10.0
 
 
 class MalformedReply(ValueError):
@@ -66,41 +93,87 @@ def request_payload(model: str, request: JudgeRequest) -> dict[str, Any]:
 
 
 def read_completion(completion: Any) -> JudgeResponse:
-    """Text and token counts of a chat completion; :class:`MalformedReply` if it is not one."""
+    """Text and token counts of a chat completion; :class:`MalformedReply` if it is not one.
+    A refusal, a reply without text (a tool call) and an empty reply are failures."""
     try:
-        message = completion.choices[0].message
+        choice = completion.choices[0]
+        message = choice.message
         text = message.content
     except (AttributeError, IndexError, KeyError, TypeError) as exc:
-        raise MalformedReply(f"malformed reply: no choices[0].message ({type(completion).__name__})") from exc
+        raise MalformedReply(f"no choices[0].message ({type(completion).__name__})") from exc
     usage = getattr(completion, "usage", None)
     prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
     completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-    if not isinstance(text, str):
-        # a refusal or a tool call: asking again would get the same, so it is no retry
-        refusal = getattr(message, "refusal", None)
-        finish = getattr(completion.choices[0], "finish_reason", None)
-        return JudgeResponse(None, error=f"the reply has no text (finish_reason={finish}, refusal={refusal})",
-                             prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-    return JudgeResponse(text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    refusal = getattr(message, "refusal", None)
+    finish = getattr(choice, "finish_reason", None)
+    if refusal:
+        error = f"the judge refused: {one_line(refusal, 200)} (not retried)"
+    elif not isinstance(text, str):
+        error = f"the reply has no text (finish_reason={one_line(finish, 40)}; not retried)"
+    elif not text.strip():
+        error = f"the judge returned an empty reply (finish_reason={one_line(finish, 40)}; not retried)"
+    else:
+        return JudgeResponse(text, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    # asking again would get the same, so none of these is retried
+    return JudgeResponse(None, error=error, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
 
 
-def classify_error(exc: BaseException, timeout_s: float) -> tuple[bool, str]:
-    """(retry it?, what went wrong) for an exception raised by one request."""
+def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = None) -> float | None:
+    """The wait a response asks for: ``retry-after-ms``, else ``Retry-After`` as seconds or
+    as an HTTP date; None when absent or unreadable. Never negative."""
+    if not headers:
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds is not None:
+        try:
+            return max(0.0, float(milliseconds) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
+
+
+def status_detail(exc) -> str:
+    """The server's own words of an HTTP error (the body's ``message``, as OpenAI and vLLM
+    send it), on one printable line; else the client's message."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    message = body.get("message") if isinstance(body, dict) else None
+    return one_line(message if isinstance(message, str) and message.strip() else exc.message, 300)
+
+
+def classify_error(exc: BaseException, timeout_s: float) -> tuple[bool, str, float | None]:
+    """(retry it?, what went wrong, the wait the server asked for) for an exception raised by
+    one request. Configuration errors (401/403/404) are the caller's to handle first."""
     import openai
 
-    if isinstance(exc, openai.APITimeoutError):
-        return True, f"timed out after {timeout_s:g}s"
+    if isinstance(exc, (openai.APITimeoutError, asyncio.TimeoutError)):
+        return True, f"timed out after {timeout_s:g}s", None
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc
-        return True, f"connection failed: {type(cause).__name__}: {cause}"
+        return True, f"connection failed: {type(cause).__name__}: {one_line(cause, 200)}", None
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
-        detail = " ".join(str(exc.message).split())[:300]
-        return status in RETRYABLE_STATUS or status >= 500, f"HTTP {status}: {detail}"
+        retry_after = retry_after_seconds(exc.response.headers) if status in RETRY_AFTER_STATUS else None
+        retryable = status in RETRYABLE_STATUS or status >= 500
+        return retryable, f"HTTP {status}: {status_detail(exc)}", retry_after
     if isinstance(exc, (MalformedReply, openai.APIResponseValidationError, json.JSONDecodeError, UnicodeDecodeError)):
-        return True, f"malformed reply: {exc}"[:400]
+        return True, f"malformed reply: {one_line(exc, 300)}", None
     if isinstance(exc, openai.OpenAIError):
-        return True, f"{type(exc).__name__}: {exc}"[:400]
+        return True, f"{type(exc).__name__}: {one_line(exc, 300)}", None
     raise exc
 
 
@@ -136,6 +209,10 @@ class _Breaker:
             self.consecutive = 0
 
 
+class _Deadline(Exception):
+    """The batch deadline passed during an attempt."""
+
+
 class OpenAIBackend:
     def __init__(self, spec: JudgeSpec, options: JudgeOptions):
         self.spec = spec
@@ -157,44 +234,134 @@ class OpenAIBackend:
         )
         semaphore = asyncio.Semaphore(self.options.concurrency)
         breaker = _Breaker(max(8, 2 * self.options.concurrency))
+        deadline = getattr(sink, "deadline", None)
+        stop: list[JudgeConfigError] = []
 
         async def one(index: int, request: JudgeRequest) -> None:
             async with semaphore:
+                if stop:
+                    return  # the batch ends with the configuration error
                 if breaker.open:
                     response = JudgeResponse(
                         None,
                         error=f"not sent: the {breaker.consecutive} requests before it failed for good "
                         f"(last error: {breaker.last_error}); re-run to send it",
                     )
+                elif deadline is not None and time.monotonic() >= deadline:
+                    response = JudgeResponse(None, error=f"not sent: {sink.deadline_error()}")
                 else:
-                    response, retryable = await self._complete_one(client, request, sink)
+                    try:
+                        response, retryable = await self._complete_one(client, request, sink, breaker, deadline)
+                    except JudgeConfigError as exc:
+                        if not stop:
+                            stop.append(exc)
+                            for task in tasks:
+                                if task is not asyncio.current_task():
+                                    task.cancel()
+                        return
                     breaker.record(response, retryable)
                 sink.done(index, response)
 
+        tasks = [asyncio.ensure_future(one(index, request)) for index, request in enumerate(requests)]
         try:
-            await asyncio.gather(*(one(index, request) for index, request in enumerate(requests)))
+            await asyncio.gather(*tasks, return_exceptions=True)
+            for task in tasks:
+                if not task.cancelled() and task.exception() is not None:
+                    raise task.exception()
+            if stop:
+                raise stop[0]
         finally:
+            for task in tasks:
+                task.cancel()
             await client.close()
 
-    async def _complete_one(self, client, request: JudgeRequest, sink) -> tuple[JudgeResponse, bool]:
+    async def _attempt(self, client, payload: dict[str, Any], deadline: float | None):
+        """One HTTP request, bounded as a whole by ``timeout_s`` and by the batch deadline."""
+        budget, cut_by_deadline = self.options.timeout_s, False
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Deadline
+            if remaining < budget:
+                budget, cut_by_deadline = remaining, True
+        try:
+            return await asyncio.wait_for(client.chat.completions.create(**payload, timeout=budget), budget)
+        except asyncio.TimeoutError:  # noqa: UP041 - not the builtin TimeoutError before Python 3.11
+            if cut_by_deadline:
+                raise _Deadline from None
+            raise
+        except Exception as exc:
+            import openai
+
+            if cut_by_deadline and isinstance(exc, openai.APITimeoutError):
+                raise _Deadline from None
+            raise
+
+    async def _complete_one(self, client, request: JudgeRequest, sink, breaker: _Breaker,
+                            deadline: float | None) -> tuple[JudgeResponse, bool]:
         """The response, and whether a failure was of the retryable kind (the server away or
         overwhelmed) rather than the server rejecting this request."""
+        import openai
+
         payload = request_payload(self.spec.model, request)
         attempts = self.options.max_retries + 1
-        reason = "not attempted"
+        reason, wait = "not attempted", 0.0
         for attempt in range(attempts):
             if attempt:
+                if breaker.open:
+                    return JudgeResponse(None, error=f"{reason} (after {attempt} attempts; not retried: the "
+                                         f"{breaker.consecutive} requests before it failed for good)"), True
+                if deadline is not None and time.monotonic() + wait >= deadline:
+                    return JudgeResponse(None, error=f"{reason} (after {attempt} attempts; not retried: "
+                                         f"{sink.deadline_error()})"), False
                 sink.retried()
-                delay = min(self.options.backoff_max_s, self.options.backoff_s * 2 ** (attempt - 1))
-                await asyncio.sleep(delay)
+                await asyncio.sleep(wait)
             try:
-                completion = await client.chat.completions.create(**payload)
+                completion = await self._attempt(client, payload, deadline)
                 return read_completion(completion), False
-            except Exception as exc:  # noqa: BLE001 - classify_error re-raises what is not a request failure
-                retryable, reason = classify_error(exc, self.options.timeout_s)
+            except _Deadline:
+                return JudgeResponse(None, error=sink.deadline_error()), False
+            except Exception as exc:  # classify_error re-raises what is not a request failure
+                if isinstance(exc, openai.APIStatusError) and exc.status_code in CONFIG_STATUS:
+                    raise await self._config_error(client, exc) from exc
+                retryable, reason, retry_after = classify_error(exc, self.options.timeout_s)
                 if not retryable:
                     return JudgeResponse(None, error=f"{reason} (not retried)"), False
+            if retry_after is None:
+                wait = min(self.options.backoff_max_s, self.options.backoff_s * 2**attempt)
+            else:
+                wait = min(self.options.backoff_max_s, retry_after)
+                sink.note("retry_after_waits")
         return JudgeResponse(None, error=f"{reason} (after {attempts} attempts)"), True
+
+    async def _config_error(self, client, exc) -> JudgeConfigError:
+        """One line for a 401, 403 or 404: what is wrong, and what to change."""
+        where = f"the server at {self.spec.base_url}"
+        status, detail = exc.status_code, status_detail(exc)
+        if status == 401:
+            return JudgeConfigError(f"{where} refused the API key (HTTP 401: {detail}); set OPENAI_API_KEY to a "
+                                    "key it accepts")
+        if status == 403:
+            return JudgeConfigError(f"{where} denied access (HTTP 403: {detail}); check that the key in "
+                                    f"OPENAI_API_KEY may use the model '{one_line(self.spec.model)}'")
+        models = await self._served_models(client)
+        if models is not None and self.spec.model not in models:
+            return JudgeConfigError(
+                f"{where} has no model '{one_line(self.spec.model)}'; models it serves: {models} (GET /models); "
+                "name one of them after '#' in the judge spec"
+            )
+        return JudgeConfigError(
+            f"{where} answered HTTP 404 to a chat completion for the model '{one_line(self.spec.model)}' "
+            f"({detail}); check the base URL (an OpenAI-compatible API, usually ending in /v1) and the model name"
+        )
+
+    async def _served_models(self, client) -> list[str] | None:
+        """The model ids ``GET /models`` lists, or None when the server does not say."""
+        try:
+            page = await asyncio.wait_for(client.models.list(timeout=_MODELS_TIMEOUT_S), _MODELS_TIMEOUT_S)
+            return [one_line(model.id, 200) for model in page.data][:20]
+        except Exception:  # noqa: BLE001 - the listing only helps the message
+            return None
 
     def close(self) -> None:
         pass

@@ -11,12 +11,26 @@ Options (flag, field, what it does):
 ``--judge-concurrency`` (``concurrency``)
     openai backend: requests in flight at once.
 ``--judge-timeout`` (``timeout_s``)
-    openai backend: seconds one HTTP request may take before it counts as failed.
+    openai backend: seconds one HTTP request may take from start to end (connecting, waiting
+    and reading the body), after which it counts as failed; a server that trickles its
+    answer a byte at a time is cut at this point too.
 ``--judge-max-retries`` (``max_retries``), ``--judge-backoff`` (``backoff_s``),
 ``--judge-backoff-max`` (``backoff_max_s``)
-    openai backend: a failed request (refused connection, timeout, 429, 5xx, malformed
-    reply) is re-sent up to ``max_retries`` times, waiting ``backoff_s * 2**k`` seconds,
-    at most ``backoff_max_s``, before retry ``k + 1``.
+    openai backend: a failed request (refused connection, timeout, 408/409/429, 5xx,
+    malformed reply) is re-sent up to ``max_retries`` times, waiting ``backoff_s * 2**k``
+    seconds, at most ``backoff_max_s``, before retry ``k + 1``. A 429 or 503 answer with a
+    ``Retry-After`` header (seconds or an HTTP date) sets that wait instead, also capped at
+    ``backoff_max_s``.
+``--judge-batch-deadline`` (``batch_deadline_s``)
+    openai and hf backends: seconds one batch (one ``judge.complete`` call: a stage's
+    requests, or one round of re-asks of unparsable answers) may take in all. Requests not
+    finished by then fail with an error that says so; those finished are kept (cached).
+    Default None: no batch deadline.
+``--judge-retry-unparsable`` (``retry_unparsable``)
+    ``yes`` (default) or ``no``. With ``yes``, a cached answer that the caller's parser rejects
+    is sent to the judge again on the next run and the new answer replaces it, so a run after
+    fixing a judge (its model, its chat template) recovers; ``no`` keeps cached answers as
+    they are (a re-run sends nothing for them).
 ``--judge-batch-size`` (``batch_size``)
     hf backend: prompts per ``generate`` call (default 8); vllm backend: prompts per
     ``LLM.chat`` call (default 1024). Results reach the cache after each such chunk.
@@ -29,6 +43,19 @@ Where options come from, later ones winning: the defaults above, ``$LM_EVAL_FIN_
 sets it for the harness), then the flags given on the command line or, inside an ``lm_eval``
 run, a task's ``--metadata`` (``judge_<field>`` keys, or a ``judge_options`` object; see
 :func:`options_from_metadata`).
+
+Worst-case wall time with the default options (openai backend; each figure is an upper
+bound, reached only by a server that answers nothing useful):
+
+* one request: ``(max_retries + 1) * timeout_s + max_retries * backoff_max_s`` =
+  5 * 120 + 4 * 10 = 640 s (with the exponential backoff and no ``Retry-After``: 607.5 s).
+* one batch, server down or hung: the batch stops sending once ``max(8, 2 * concurrency)``
+  requests in a row have failed after their retries, and requests in flight then are not
+  retried again. With ``concurrency`` 8 that is two rounds of 8 requests of 640 s each, plus
+  one ``timeout_s`` for those in flight: 2 * 640 + 120 = 1400 s, about 23 minutes.
+* one batch, server alive but failing part of the requests: no bound but
+  ``ceil(requests / concurrency) * 640`` s, because each answer resets the count above. Set
+  ``batch_deadline_s`` to bound a batch whatever the server does.
 """
 
 from __future__ import annotations
@@ -38,8 +65,9 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 JUDGE_ENV = "LM_EVAL_FIN_JUDGE"
 JUDGE_OPTIONS_ENV = "LM_EVAL_FIN_JUDGE_OPTIONS"
@@ -55,6 +83,8 @@ class JudgeOptions:
     max_retries: int = 4
     backoff_s: float = 0.5
     backoff_max_s: float = 10.0
+    batch_deadline_s: float | None = None
+    retry_unparsable: bool = True
     batch_size: int | None = None
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
@@ -62,13 +92,24 @@ class JudgeOptions:
 
 
 # option field -> its flag, for the flags that are not --judge-<field with dashes>
-_FLAG_NAMES = {"timeout_s": "timeout", "backoff_s": "backoff", "backoff_max_s": "backoff-max"}
-# fields whose value may be None (the backend's own default)
-_OPTIONAL_FIELDS = frozenset({"batch_size", "max_model_len"})
+_FLAG_NAMES = {"timeout_s": "timeout", "backoff_s": "backoff", "backoff_max_s": "backoff-max",
+               "batch_deadline_s": "batch-deadline"}
+# fields that must be above zero (the others but temperature and seed must not be negative)
+_POSITIVE_FIELDS = frozenset({"concurrency", "timeout_s", "batch_deadline_s", "batch_size",
+                              "tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "max_tokens"})
+_SIGNED_FIELDS = frozenset({"temperature", "seed"})
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
 
 
 def option_fields() -> tuple[str, ...]:
     return tuple(f.name for f in dataclasses.fields(JudgeOptions))
+
+
+def _field_type(name: str) -> tuple[type, bool]:
+    """(bool, int or float; whether None is allowed) of option ``name``, from its annotation."""
+    annotation = str(next(f.type for f in dataclasses.fields(JudgeOptions) if f.name == name))
+    kind = next(kind for kind in (bool, int, float) if annotation.split(" ")[0] == kind.__name__)
+    return kind, "None" in annotation
 
 
 def flag_of(field_name: str) -> str:
@@ -76,21 +117,43 @@ def flag_of(field_name: str) -> str:
     return "--judge-" + _FLAG_NAMES.get(field_name, field_name).replace("_", "-")
 
 
+def parse_bool(value: Any) -> bool | None:
+    """True/False from a bool, 0/1, or yes/no, true/false, on/off (any case); else None."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+    return None
+
+
 def check_option(name: str, value: Any, where: str = "judge option") -> Any:
-    """``value`` as the type of option ``name`` (a number written as a string is read);
-    ValueError naming ``where`` if it is not one."""
-    if value is None and name in _OPTIONAL_FIELDS:
+    """``value`` as the type of option ``name`` (a number or a yes/no written as a string is
+    read); ValueError naming ``where`` if it is not one, or out of range."""
+    kind, optional = _field_type(name)
+    if value is None and optional:
         return None
-    integer = name in _OPTIONAL_FIELDS or isinstance(getattr(JudgeOptions(), name), int)
+    if kind is bool:
+        flag = parse_bool(value)
+        if flag is None:
+            raise ValueError(f"{where} {name}: expected yes or no (true/false, on/off, 1/0), got {value!r}")
+        return flag
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
             pass
     number = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if not number or (integer and value != int(value)):
-        raise ValueError(f"{where} {name}: expected {'an integer' if integer else 'a number'}, got {value!r}")
-    return int(value) if integer else float(value)
+    if not number or (kind is int and value != int(value)):
+        raise ValueError(f"{where} {name}: expected {'an integer' if kind is int else 'a number'}, got {value!r}")
+    if name in _POSITIVE_FIELDS and value <= 0:
+        raise ValueError(f"{where} {name}: must be above 0, got {value!r}")
+    if name not in _SIGNED_FIELDS and value < 0:
+        raise ValueError(f"{where} {name}: must not be negative, got {value!r}")
+    return int(value) if kind is int else float(value)
 
 
 def check_options(options: Mapping[str, Any], where: str = "judge option") -> dict[str, Any]:
@@ -167,13 +230,21 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--judge-concurrency", type=int, default=None,
                        help=f"openai: requests in flight ({defaults.concurrency})")
     group.add_argument("--judge-timeout", type=float, default=None,
-                       help=f"openai: seconds per request ({defaults.timeout_s:g})")
+                       help=f"openai: seconds one request may take, connecting and reading included "
+                       f"({defaults.timeout_s:g})")
     group.add_argument("--judge-max-retries", type=int, default=None,
                        help=f"openai: re-sends of a failed request ({defaults.max_retries})")
     group.add_argument("--judge-backoff", type=float, default=None,
                        help=f"openai: first wait before a re-send, doubled each time (seconds; {defaults.backoff_s:g})")
     group.add_argument("--judge-backoff-max", type=float, default=None,
-                       help=f"openai: longest wait before a re-send (seconds; {defaults.backoff_max_s:g})")
+                       help=f"openai: longest wait before a re-send, Retry-After included "
+                       f"(seconds; {defaults.backoff_max_s:g})")
+    group.add_argument("--judge-batch-deadline", type=float, default=None,
+                       help="openai, hf: seconds one batch may take in all; requests not finished by then "
+                       "fail, finished ones are kept (default: no deadline)")
+    group.add_argument("--judge-retry-unparsable", type=_yes_no, default=None, metavar="{yes,no}",
+                       help="send a cached answer the parser rejects to the judge again (yes, the default); "
+                       "no keeps cached answers as they are")
     group.add_argument("--judge-batch-size", type=int, default=None,
                        help="hf: prompts per generate call (8); vllm: prompts per LLM.chat call (1024)")
     group.add_argument("--judge-tensor-parallel-size", type=int, default=None,
@@ -181,6 +252,13 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--judge-gpu-memory-utilization", type=float, default=None,
                        help=f"vllm ({defaults.gpu_memory_utilization:g})")
     group.add_argument("--judge-max-model-len", type=int, default=None, help="vllm (the model's)")
+
+
+def _yes_no(text: str) -> bool:
+    flag = parse_bool(text)
+    if flag is None:
+        raise argparse.ArgumentTypeError(f"expected yes or no, got {text!r}")
+    return flag
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:

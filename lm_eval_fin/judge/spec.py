@@ -14,11 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lm_eval_fin.judge.base import JudgeConfigError
+
 BACKENDS = ("vllm", "openai", "hf")
 SPEC_FORMS = "vllm:<model>, openai:<base url>#<model> or hf:<model id or path>[#<gguf file>]"
 
 
-class JudgeSpecError(ValueError):
+class JudgeSpecError(JudgeConfigError):
     """A judge spec that names no known backend or lacks a part."""
 
 

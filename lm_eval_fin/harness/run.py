@@ -5,7 +5,9 @@ subcommand) goes to lm-eval's CLI untouched, so nothing of the harness's argumen
 re-implemented. The judge flags reach the tasks as ``$LM_EVAL_FIN_JUDGE`` and
 ``$LM_EVAL_FIN_JUDGE_OPTIONS``, read when each task's dataset loads; fin_ems's per-document
 details go under lm-eval's ``--output_path``. When a judge failed on some documents, the
-command exits with status 1 after lm-eval has written its results.
+command exits with status 1 after lm-eval has written its results. Our model wrapper,
+``--model fin-refine`` (:mod:`lm_eval_fin.harness.multistep`), is registered before lm-eval
+resolves the model name.
 """
 
 from __future__ import annotations
@@ -96,6 +98,8 @@ def run_harness(args: list[str]) -> int:
     if not os.environ.get(outputs.DETAILS_ENV):
         outputs.set_details_dir_from_argv(args, environment)
     from lm_eval.__main__ import cli_evaluate
+
+    from lm_eval_fin.harness import multistep  # noqa: F401 - registers --model fin-refine
 
     saved = sys.argv, {name: os.environ.get(name) for name in environment}
     sys.argv = harness_argv(args)

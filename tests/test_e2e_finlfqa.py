@@ -45,7 +45,7 @@ def test_lm_eval_runs_fin_lfqa_on_a_hub_schema_fixture(tmp_path, embedded_model_
             "--output_path", str(out),
             "--log_samples",
         ],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=900,
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=1800,  # a shared 2-core machine
     )
     results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]["fin_lfqa"]
     # a reply the 135M judge left unreadable is no score, and the run says so in its exit status
@@ -57,6 +57,10 @@ def test_lm_eval_runs_fin_lfqa_on_a_hub_schema_fixture(tmp_path, embedded_model_
     for metric in ("numeric_f1", "evidence_f1", "knowledge_recall", "rouge_l", "code_exec_rate",
                    "bertscore_f1", "parse_failure", "judge_parse_failure"):
         assert 0.0 <= results[f"{metric},none"] <= 1.0, metric
+    # the second example's reference cites no knowledge: left out of knowledge_recall, counted
+    assert results["knowledge_skipped,none"] == 1.0
+    # the fixture cites index 0: 0-based, detected from the data and reported
+    assert results["index_base,none"] == 0.0
     assert results["judge_skipped,none"] == 0.0
     judge_score = results["judge_score,none"]
     assert math.isnan(judge_score) or 3.0 <= judge_score <= 15.0
@@ -99,3 +103,59 @@ def test_run_hands_its_judge_flags_to_the_harness(tmp_path, judge_cache):
     results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"]["fin_lfqa"]
     assert results["judge_score,none"] == 4.0
     assert (results["judge_failure,none"], results["judge_skipped,none"]) == (0.0, 0.0)
+
+
+def test_lm_eval_fin_run_runs_the_posthoc_and_iterative_settings(tmp_path, embedded_model_dir):
+    """`--model fin-refine --model_args base=hf,...`: the wrapper runs each setting's steps with
+    the embedded model (one example, one refinement round, short replies)."""
+    data = write_hub_fixture(tmp_path / "finlfqa.jsonl")
+    out = tmp_path / "out"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LM_EVAL_FIN_")}
+    env["OMP_NUM_THREADS"] = "1"
+    metadata = {"data_path": str(data), "bertscore_model": "offline", "judge": "none", "max_rounds": 1}
+    run = subprocess.run(
+        [
+            BIN / "lm-eval-fin", "run",
+            "--model", "fin-refine",
+            "--model_args", f"base=hf,pretrained={embedded_model_dir},dtype=float32",
+            "--apply_chat_template",
+            "--tasks", "fin_lfqa_posthoc,fin_lfqa_iterative",
+            "--confirm_run_unsafe_code",
+            "--metadata", json.dumps(metadata),
+            "--limit", "1",
+            "--gen_kwargs", "max_gen_toks=24",
+            "--bootstrap_iters", "0",  # the steps are under test here, not the standard errors
+            "--output_path", str(out),
+            "--log_samples",
+        ],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=1800,
+    )
+    assert run.returncode == 0, run.stderr[-4000:]
+    results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
+    for name in ("fin_lfqa_posthoc", "fin_lfqa_iterative"):
+        for metric in taskfiles.higher_is_better(name):
+            assert f"{metric},none" in results[name], (name, metric)
+        assert 0.0 <= results[name]["bertscore_f1,none"] <= 1.0  # "offline" reaches BERTScore
+    iterative = results["fin_lfqa_iterative"]
+    assert iterative["refine_rounds,none"] == 1.0 and iterative["refine_done,none"] in (0.0, 1.0)
+    # every step of each example, in the details folder beside lm-eval's output
+    steps = {path.name.split("-steps-")[0]: json.loads(path.read_text()) for path in out.rglob("*-steps-*.json")}
+    assert [s["step"] for s in steps["fin_lfqa_posthoc"][0]["steps"]] == ["answer", "attribution"]
+    refined = steps["fin_lfqa_iterative"][0]
+    expected = ["answer", "feedback"] if refined["done"] else ["answer", "feedback", "revision"]
+    assert [s["step"] for s in refined["steps"]] == expected and refined["rounds"] == 1
+    # the logged answer is the final one: after a revision, the revision's text
+    samples = json.loads(next(out.rglob("samples_fin_lfqa_iterative_*.jsonl")).read_text().splitlines()[0])
+    final = refined["steps"][-1]["reply"] if not refined["done"] and refined["steps"][-1]["reply"].strip() else (
+        refined["steps"][0]["reply"])
+    assert samples["resps"][0][0] == final
+
+
+def test_the_multistep_settings_refuse_a_plain_model(tmp_path):
+    data = write_hub_fixture(tmp_path / "finlfqa.jsonl")
+    run = subprocess.run(
+        [BIN / "lm-eval-fin", "run", "--model", "dummy", "--tasks", "fin_lfqa_posthoc", "--confirm_run_unsafe_code",
+         "--metadata", json.dumps({"data_path": str(data), "judge": "none"})],
+        capture_output=True, text=True, cwd=tmp_path, timeout=600,
+    )
+    assert run.returncode != 0 and "--model fin-refine --model_args base=" in run.stderr

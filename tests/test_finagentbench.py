@@ -2,11 +2,14 @@
 
 import importlib.util
 import json
+import math
 
 import pytest
 
 from lm_eval_fin import paths
 from lm_eval_fin.benchmarks.fin_agentbench import data, prompt
+from lm_eval_fin.harness import taskfiles
+from lm_eval_fin.harness.fitting import prompt_fitter
 from tests.finagentbench_fixtures import chunk_prompt, document_record, write_jsonl
 
 
@@ -87,9 +90,11 @@ def test_process_results_scores_and_counts_parse_failures(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [document_record("d1", "Q?", {"1": 2, "4": 1, "0": 0})])
     doc = UTILS.load_document_ranking(data_path=str(path), pretrained="ignored-model-arg")["test"][0]
     good = UTILS.process_results_doc(doc, ["[1, 4, 0, 2, 3]"])
-    assert good == {"ndcg@5": 1.0, "map@5": 1.0, "mrr@5": 1.0, "parse_failure": 0.0}
+    assert good == {"ndcg@5": 1.0, "map@5": 1.0, "mrr@5": 1.0, "ndcg@10": 1.0, "map@10": 1.0, "mrr@10": 1.0,
+                    "parse_failure": 0.0}
     bad = UTILS.process_results_doc(doc, ["I refuse."])
-    assert bad == {"ndcg@5": 0.0, "map@5": 0.0, "mrr@5": 0.0, "parse_failure": 1.0}
+    assert bad == {"ndcg@5": 0.0, "map@5": 0.0, "mrr@5": 0.0, "ndcg@10": 0.0, "map@10": 0.0, "mrr@10": 0.0,
+                   "parse_failure": 1.0}
     by_name = UTILS.process_results_doc(doc, ["1. Earnings\n2. 10-K"])
     assert by_name["mrr@5"] == 1.0 and by_name["parse_failure"] == 0.0
     assert by_name["ndcg@5"] < 1.0
@@ -119,3 +124,79 @@ def test_demo_sample_is_in_the_challenge_format():
     for record in chunks:
         _, candidates = prompt.parse_challenge_prompt(prompt.prompt_text(record))
         assert set(json.loads(json.dumps(record["qrel"]))) == {str(i) for i in candidates}
+
+
+def _chunk_file(tmp_path, chunks, qrel, question="What was Northwind's revenue in fiscal 2025?"):
+    record = {"uuid": "c1", "messages": [{"role": "user", "content": chunk_prompt(question, chunks)}], "qrel": qrel}
+    return write_jsonl(tmp_path / "chunk_ranking_fixture.jsonl", [record])
+
+
+def test_both_tasks_report_at_5_and_at_10(tmp_path):
+    """FinAgentBench's tables use @5 for chunks, FinCARDS @10: the chunk task reports both.
+    Grades by hand: chunk 7 (grade 2) at rank 6, chunk 0 (grade 1) at rank 1."""
+    chunks = [f"Chunk text {i}." for i in range(12)]
+    path = _chunk_file(tmp_path, chunks, {"0": 1, "7": 2})
+    doc = UTILS.load_chunk_ranking(data_path=str(path))["test"][0]
+    got = UTILS.process_results_chunk(doc, ["[0, 1, 2, 3, 4, 7, 5]"])
+    ideal = 3 + 1 / math.log2(3)  # grade 2 (gain 3) first, grade 1 (gain 1) second
+    assert got["ndcg@5"] == pytest.approx(1 / ideal)
+    assert got["ndcg@10"] == pytest.approx((1 + 3 / math.log2(7)) / ideal)
+    assert got["map@5"] == pytest.approx(1 / 2) and got["map@10"] == pytest.approx((1 + 2 / 6) / 2)
+    assert got["mrr@5"] == got["mrr@10"] == 1.0
+    for task in ("fin_agentbench_doc", "fin_agentbench_chunk"):
+        listed = set(taskfiles.higher_is_better(task))
+        assert {f"{m}@{k}" for m in ("ndcg", "map", "mrr") for k in (5, 10)} <= listed, task
+
+
+def test_split_challenge_prompt_gives_back_the_prompt():
+    text = chunk_prompt("Q?", ["first\nline two", "| a | b |", "last"])
+    parts = prompt.split_challenge_prompt(text)
+    assert [index for index, _ in parts.blocks] == [0, 1, 2]
+    assert parts.with_first(3) == text
+    assert parts.head.endswith("Chunks to rank:\n") and parts.tail.startswith("\n\nYour response")
+    cut = parts.with_first(1)
+    assert cut.startswith(parts.head + "[Chunk Index 0] first\nline two\n\n[... 2 more chunks left out")
+    assert cut.endswith(parts.tail) and "Chunk Index 1" not in cut
+
+
+def test_chunk_prompts_are_fitted_keeping_question_and_instruction(tmp_path, embedded_model_dir):
+    """Issue 16, point 6: a prompt longer than the context lost its question to lm-eval's cut
+    from the left. Now chunks go from the end of the list, and the count is reported."""
+    chunks = [f"Chunk {i}: the segment reported revenue of ${i}.5 million and costs of ${i}.1 million " * 6
+              for i in range(40)]
+    path = _chunk_file(tmp_path, chunks, {"0": 2, "39": 1})
+    max_length, max_gen_toks = 1024, 32
+    metadata = {"pretrained": str(embedded_model_dir), "max_length": max_length, "max_gen_toks": max_gen_toks}
+    doc = UTILS.load_chunk_ranking(data_path=str(path), **metadata)["test"][0]
+    assert doc["truncated"] and 0 < doc["dropped_chunks"] < 40 and doc["prompt_tokens"] > max_length
+    fitter = prompt_fitter(metadata, max_gen_toks, "fin_agentbench_chunk")
+    assert fitter.prompt_tokens(doc["prompt"]) <= max_length - max_gen_toks
+    kept = 40 - doc["dropped_chunks"]
+    assert f"[Chunk Index {kept - 1}]" in doc["prompt"] and f"[Chunk Index {kept}]" not in doc["prompt"]
+    assert "Question: What was Northwind's revenue in fiscal 2025?" in doc["prompt"]
+    assert doc["prompt"].rstrip().endswith("e.g. [3, 0, 7].")  # the closing instruction, whole
+    assert f"{doc['dropped_chunks']} more chunks left out" in doc["prompt"]
+    assert UTILS.process_results_chunk(doc, ["[0]"])["truncated_documents"] == 1.0
+
+    roomy = UTILS.load_chunk_ranking(data_path=str(path), **dict(metadata, max_length=32768))["test"][0]
+    assert not roomy["truncated"] and roomy["dropped_chunks"] == 0 and roomy["prompt"] == chunk_prompt(
+        "What was Northwind's revenue in fiscal 2025?", chunks)
+    assert UTILS.process_results_chunk(roomy, ["[0]"])["truncated_documents"] == 0.0
+    with pytest.raises(ValueError, match="record c1: max_length 100 cannot hold the prompt without its chunks"):
+        UTILS.load_chunk_ranking(data_path=str(path), **dict(metadata, max_length=100))
+
+
+def test_chunk_prompts_leave_room_for_the_yaml_answer_budget(tmp_path, embedded_model_dir):
+    chunks = [f"Chunk {i} says little. " * 10 for i in range(30)]
+    path = _chunk_file(tmp_path, chunks, {"0": 1})
+    assert taskfiles.max_gen_toks("fin_agentbench_chunk") == 128
+    doc = UTILS.load_chunk_ranking(data_path=str(path), pretrained=str(embedded_model_dir), max_length=700)["test"][0]
+    fitter = prompt_fitter({"pretrained": str(embedded_model_dir), "max_length": 700}, 128, "fin_agentbench_chunk")
+    assert doc["truncated"] and fitter.prompt_tokens(doc["prompt"]) <= 700 - 128
+
+
+def test_without_a_tokenizer_chunk_prompts_are_used_whole(tmp_path, caplog):
+    path = _chunk_file(tmp_path, ["a", "b"], {"0": 1})
+    doc = UTILS.load_chunk_ranking(data_path=str(path), pretrained=str(tmp_path / "no-model"))["test"][0]
+    assert not doc["truncated"] and doc["prompt_tokens"] == -1
+    assert "not fitted to the context" in caplog.text

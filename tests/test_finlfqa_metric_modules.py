@@ -1,6 +1,7 @@
 """The fin_numeric_match and evidence_f1 evaluate modules, loaded by absolute path (offline)."""
 
 import json
+import math
 
 import evaluate
 import pytest
@@ -71,3 +72,24 @@ def test_modules_never_crash_on_junk(metrics, texts):
     )
     assert all(0.0 <= numeric[k] <= 1.0 for k in ("numeric_precision", "numeric_recall", "numeric_f1"))
     assert all(0.0 <= evidence[k] <= 1.0 for k in ("evidence_f1", "knowledge_recall", "parse_failure_rate"))
+    assert evidence["knowledge_examples"] == len(texts)
+
+
+def test_evidence_f1_leaves_out_examples_without_reference_knowledge(metrics):
+    """Issue 16, point 2, in the evaluate module: such an example used to add a free 1.0."""
+    answer = "1. x\nEvidence: CWT [1]\nKnowledge: [0]"
+    got = metrics["evidence_f1"].compute(
+        predictions=[answer, answer, answer],
+        references=[
+            {"companies": ["CWT"], "paragraphs": [1], "knowledge": [0, 3]},  # recall 1/2
+            {"companies": ["CWT"], "paragraphs": [1], "knowledge": []},  # left out
+            {"companies": ["CWT"], "paragraphs": [1], "knowledge": [5]},  # recall 0
+        ],
+    )
+    assert got["knowledge_recall"] == pytest.approx(0.25) and got["knowledge_examples"] == 2
+    assert got["evidence_f1"] == 1.0 and got["n_examples"] == 3
+    with pytest.warns(UserWarning, match="no reference cites knowledge"):
+        none = metrics["evidence_f1"].compute(
+            predictions=[answer], references=[{"companies": ["CWT"], "paragraphs": [1], "knowledge": []}]
+        )
+    assert math.isnan(none["knowledge_recall"]) and none["knowledge_examples"] == 0

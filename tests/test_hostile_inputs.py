@@ -23,7 +23,7 @@ FAST = settings(max_examples=60, deadline=None, suppress_health_check=[HealthChe
 
 
 def test_read_answer_bounds_and_cleans():
-    text, cut = cleantext.read_answer("a\ud800b\x00c\x1b[1;31md\x1b]0;title\x07e\x9bf" + "x" * 10)
+    text, cut = cleantext.read_answer("a\ud800b\x00c\x1b[1;31md\x1b]0;title\x07e\x9b1mf\x9d" + "x" * 10)
     assert (text, cut) == ("a\ufffdbcdef" + "x" * 10, False)
     text, cut = cleantext.read_answer("y" * (cleantext.MAX_ANSWER_CHARS + 5))
     assert cut and len(text) == cleantext.MAX_ANSWER_CHARS

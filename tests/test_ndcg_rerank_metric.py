@@ -28,6 +28,27 @@ def test_matches_the_core_per_query_mean():
     assert got["n_queries"] == 3
 
 
+@pytest.mark.parametrize(
+    "predictions, ids",
+    [
+        ([[2, 0, 1]], [0, 1, 2]),  # integers on both sides (was a format error)
+        ([[2, 0, 1]], ["0", "1", "2"]),
+        ([["2", "0", "1"]], [0, 1, 2]),
+        ([["2", "0", "1"]], ["0", "1", "2"]),
+    ],
+)
+def test_integer_ids_are_accepted(predictions, ids):
+    got = METRIC.compute(predictions=predictions, references=[{"ids": ids, "grades": [1, 0, 2]}], k=3, gain="linear")
+    # by hand: ranks 2 (grade 2), 0 (grade 1), 1 (grade 0); ideal 2, 1, 0
+    assert got["ndcg@3"] == pytest.approx(1.0)
+    assert got["map@3"] == pytest.approx(1.0)
+
+
+def test_a_grade_below_one_is_not_relevant():
+    got = METRIC.compute(predictions=[["a", "b"]], references=[{"ids": ["a", "b"], "grades": [0.5, 0]}], k=5)
+    assert (got["ndcg@5"], got["map@5"], got["mrr@5"]) == (0.0, 0.0, 0.0)  # nDCG was 1.0
+
+
 def test_bad_reference_shape_is_a_clear_error():
     with pytest.raises(ValueError, match="as many grades as ids"):
         METRIC.compute(predictions=[["a"]], references=[{"ids": ["a", "b"], "grades": [1]}])

@@ -1,5 +1,8 @@
 """Number extraction and FinLFQA numeric P/R/F1 (DESIGN.md "Numbers"), hand-computed."""
 
+import math
+import string
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,7 +25,7 @@ from lm_eval_fin.numbers import extract_numbers, numeric_prf, prf_of_values
         ("Revenue [16] rose 5% [CWT 3, AWK 4] [] [1-3]", [5]),
         ("as paragraph 16 and clause 2 show, Item 2 and Note 5 on page 12: 8", [8]),
         ("Q3 FY2023 10-Q 3rd COVID-19 revenue 9", [9]),
-        ("compared with last year (2023), 2019-2020", [2023, 2019, 2020]),
+        ("compared with last year (2023), 2019-2020, fiscal 2025", []),  # years are dates, not values
         ("(1) the revenue rose", []),
         ("5 and 5.0 and 5.00", [5]),  # a set: a value stated twice counts once
         ("", []),
@@ -45,6 +48,64 @@ def test_extraction(text, values):
 )
 def test_which_parentheses_are_accounting_negatives(text, values):
     assert extract_numbers(text) == pytest.approx(values)
+
+
+@pytest.mark.parametrize(
+    "text, values",
+    [
+        # issue 16, point 5: each was read wrong (value after the arrow in the comment)
+        ("grew 3.5-fold", [3.5]),  # was 3
+        ("a $1.5-billion loan", [1.5e9]),  # was 1
+        ("margin up 1.5pp", [1.5]),  # was 1
+        ("notional of 1.5e6", [1.5e6]),  # was 1
+        ("guidance of 10%-12%", [10, 12]),  # was 10 and -12
+        ("spread of 50bps-75bps", [50, 75]),  # was 50 (75 dropped)
+        ("leverage of 2.5x-3.0x", [2.5, 3.0]),  # was 2.5 (3.0 dropped)
+        ("raised USD1.2bn", [1.2e9]),  # was nothing
+        # neighbours of those cases
+        ("10% - 12% and 10% to -12%", [10, 12, -12]),  # a spaced minus or "to -" is a sign
+        ("1.5-2.0 and 1,234-5,678 and 3−4", [1.5, 2.0, 1234, 5678, 3, 4]),
+        ("USD 1.2bn, EUR5m, GBP 7, US$9, USDA 3", [1.2e9, 5e6, 7, 9, 3]),
+        ("a 2-fold rise, 5-percent growth, 3.5 fold", [2, 5, 3.5]),
+        ("1.2-1.5 billion", [1.2, 1.5e9]),  # a scale word is not shared across a range
+        ("50 bp, 25 basis point, 1 percentage point, 2 ppt", [50, 25, 1, 2]),
+        ("2e-3 and 1E3", [0.002, 1000]),
+        # a number is read whole or not at all
+        ("1.5zz and 1,234zz and 3.5-year and 5-year", []),
+        ("2023,2024", []),  # two years, not 2023 then 024
+    ],
+)
+def test_number_forms(text, values):
+    assert extract_numbers(text) == pytest.approx(values)
+
+
+@pytest.mark.parametrize(
+    "text, values",
+    [
+        # years: a bare four-digit integer in 1900..2100 is a date
+        ("Q1 2024 revenue 5", [5]),
+        ("(2023) and 1899 and 2101", [1899, 2101]),
+        ("$2024, 2,024, 2024 million, 2024.5, -2024", [2024, 2024e6, 2024.5, -2024]),
+        # the day of a date
+        ("As of March 31, 2024, cash was 7", [7]),
+        ("on 31 March 2024 and Mar. 1st: 8", [8]),
+        ("on 3/31/2024 and 2024-03-31: 9", [9]),
+        ("in May 2024 revenue may 5 percent", [5]),  # "may" (lower case) is no month
+        # footnote markers glued to a word or figure
+        ("revenue of $1.2 million(1), Revenue(2) and 25%(3)", [1.2e6, 25]),
+        ("$(5) and (6) million", [-5, -6e6]),  # not glued: accounting negatives
+    ],
+)
+def test_dates_and_footnote_markers_are_not_values(text, values):
+    assert extract_numbers(text) == pytest.approx(values)
+
+
+def test_units_match_through_the_scale_factors():
+    # 50 bps = 0.5%: the factor 100 between them; 1.5pp is 1.5, as 1.5%
+    assert numeric_prf("widened 50 bps", "widened 0.5%") == (1.0, 1.0, 1.0)
+    assert numeric_prf("up 1.5pp", "up 1.5 percentage points to 12%") == pytest.approx((1.0, 0.5, 2 / 3))
+    # a range's bounds match the reference's bounds; the old reading (-12) missed one
+    assert numeric_prf("between 10%-12%", "10% to 12%") == (1.0, 1.0, 1.0)
 
 
 def test_an_aside_does_not_turn_a_match_into_a_miss():
@@ -136,3 +197,29 @@ def test_never_crashes_and_stays_in_range(prediction, reference):
 def test_one_megabyte_inputs(text):
     values = extract_numbers(text)
     assert all(v == v and abs(v) != float("inf") for v in values)
+
+
+SCALES = (1.0, 1e3, 1e6, 1e9, 1e12)
+DECIMALS = st.decimals(min_value="0.01", max_value="999999.99", places=2).filter(lambda d: d % 1 != 0)
+NO_DIGITS = st.text(alphabet=string.ascii_letters + string.punctuation + " ×−–", max_size=10)
+
+
+@settings(max_examples=300, deadline=None)
+@given(DECIMALS, NO_DIGITS, NO_DIGITS)
+def test_a_decimal_is_read_whole_or_not_at_all(number, before, after):
+    """Whatever surrounds it (no other digits), a decimal yields its own value (scaled, signed)
+    or nothing: never its integer part."""
+    x = float(number)
+    for value in extract_numbers(f"{before} {number}{after}"):
+        assert any(math.isclose(abs(value), x * s, rel_tol=1e-9) for s in SCALES), (value, x)
+
+
+UNITS = st.sampled_from(["", "%", "x", "bps", "bp", "pp", "m", "bn", "k", " million", " bps", " fold"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(DECIMALS, DECIMALS, UNITS, st.sampled_from(["-", "–", "—", "\u2212"]))
+def test_a_ranges_upper_bound_is_positive(low, high, unit, dash):
+    values = extract_numbers(f"a range of {low}{unit}{dash}{high}{unit} this year")
+    assert values and all(v > 0 for v in values), values
+    assert any(math.isclose(v, float(high) * s, rel_tol=1e-9) for v in values for s in SCALES), values

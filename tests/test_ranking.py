@@ -38,6 +38,20 @@ def test_no_relevant_item_scores_zero():
     assert rank_metrics(["a"], {}, k=5) == {"ndcg": 0.0, "map": 0.0, "mrr": 0.0}
 
 
+def test_relevance_is_grade_at_least_one_with_fractional_grades():
+    # issue 16, point 9: the only graded candidate has grade 0.5, which is not relevant;
+    # nDCG was 1.0 (ideal DCG from the 0.5 grade), MAP and MRR 0
+    assert rank_metrics(["a", "b"], {"a": 0.5, "b": 0}, k=5) == {"ndcg": 0.0, "map": 0.0, "mrr": 0.0}
+    # a fractional grade >= 1 is relevant with its own gain; one below 1 brings none
+    got = rank_metrics(["c", "a", "b"], {"a": 1.5, "b": 0.5, "c": 0.9}, k=3)
+    gain = 2**1.5 - 1
+    assert got["ndcg"] == pytest.approx((gain / LOG2_3) / gain)
+    assert got["map"] == pytest.approx(1 / 2)  # one relevant item, found at rank 2
+    assert got["mrr"] == pytest.approx(1 / 2)
+    linear = rank_metrics(["b", "a"], {"a": 1.5, "b": 0.5}, k=2, gain="linear")
+    assert linear["ndcg"] == pytest.approx((1.5 / LOG2_3) / 1.5)
+
+
 def test_k_larger_than_list():
     got = rank_metrics(["b", "a"], {"a": 1, "b": 0, "c": 1}, k=10, gain="linear")
     assert got["ndcg"] == pytest.approx((1 / LOG2_3) / (1 + 1 / LOG2_3))
@@ -149,7 +163,10 @@ def test_parse_ranking_finds_a_list_in_prose(ids, before, after):
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.text(max_size=3), max_size=12),
-    st.dictionaries(st.text(max_size=3), st.integers(min_value=0, max_value=4), max_size=12),
+    st.dictionaries(
+        st.text(max_size=3), st.one_of(st.integers(min_value=0, max_value=4), st.floats(min_value=0, max_value=4)),
+        max_size=12,
+    ),
     st.integers(min_value=1, max_value=20),
     st.sampled_from(["exponential", "linear"]),
 )

@@ -33,8 +33,9 @@ Scores, per example (the task averages them over examples):
 * evidence precision / recall / F1 over the sets of (company, paragraph index) pairs cited
   in all clauses; companies compare case-insensitively; a citation without a company
   (``Evidence: [3]``) keeps company ``""`` and so never matches a reference pair;
-* knowledge recall over the sets of knowledge indices, 1 when the reference cites none
-  (recall has nothing to miss; the paper defines no knowledge precision);
+* knowledge recall over the sets of knowledge indices; undefined (None) when the reference
+  cites none, so that averages leave those examples out (the paper defines no knowledge
+  precision);
 * evidence's empty cases follow the numeric metric's convention: both sides empty scores 1,
   exactly one side empty scores 0.
 """

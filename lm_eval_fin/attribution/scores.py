@@ -23,17 +23,17 @@ def evidence_prf(
     return set_prf(_normalise_evidence(predicted), _normalise_evidence(reference))
 
 
-def knowledge_recall(predicted: Iterable[int], reference: Iterable[int]) -> float:
-    """Share of the reference's knowledge indices the answer cites; 1 when the reference
-    cites none, whatever the answer cites: there is nothing to recall, and recall does not
-    judge what the answer adds (DESIGN.md defines knowledge by recall alone).
+def knowledge_recall(predicted: Iterable[int], reference: Iterable[int]) -> float | None:
+    """Share of the reference's knowledge indices the answer cites; None when the reference
+    cites none: recall is undefined there, and averages leave such examples out (DESIGN.md:
+    never a free 1.0; a mean over them is NaN).
 
     >>> knowledge_recall([2, 9], [2, 5])
     0.5
-    >>> knowledge_recall([1], [])
-    1.0
+    >>> knowledge_recall([1], []) is None
+    True
     """
     reference = set(reference)
     if not reference:
-        return 1.0
+        return None
     return len(set(predicted) & reference) / len(reference)

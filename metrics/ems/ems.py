@@ -5,8 +5,9 @@ import datasets
 import evaluate
 
 from lm_eval_fin import citations
-from lm_eval_fin.ems.pipeline import resolve_bertscore_model, run_ems
+from lm_eval_fin.ems.pipeline import run_ems
 from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
+from lm_eval_fin.textsim import resolve_bertscore_model
 
 _CITATION = citations.EMS
 

@@ -1,6 +1,9 @@
 # Copyright 2026 The lm-eval-fin authors.
 """Evidence precision / recall / F1 and knowledge recall of attributed answers (FinLFQA 4.3)."""
 
+import math
+import warnings
+
 import datasets
 import evaluate
 
@@ -19,11 +22,12 @@ answers); an answer without any attribution is a parse failure and cites nothing
 - Evidence precision / recall / F1: over the set of (company, paragraph index) pairs cited in
   all clauses of the answer against those of the reference. Companies compare
   case-insensitively; "inferred from clause N" is no evidence.
-- Knowledge recall: the share of the reference's knowledge indices the answer cites; 1 when
-  the reference cites none (nothing to recall), whatever the answer cites.
+- Knowledge recall: the share of the reference's knowledge indices the answer cites, averaged
+  over the examples whose reference cites knowledge (recall is undefined for the others,
+  which are left out and counted); NaN, with a warning, when no reference cites any.
 
-For evidence, both sides empty scores 1 and exactly one side empty scores 0. Scores are
-averaged over examples.
+For evidence, both sides empty scores 1 and exactly one side empty scores 0. Evidence scores
+are averaged over all examples.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -34,8 +38,9 @@ Args:
         and "paragraphs" (paragraph indices) giving the cited (company, paragraph) pairs, and
         "knowledge" (knowledge indices).
 Returns:
-    "evidence_precision", "evidence_recall", "evidence_f1", "knowledge_recall" (means over
-    examples, in [0, 1]), "parse_failure_rate" and "n_examples".
+    "evidence_precision", "evidence_recall", "evidence_f1" (means over examples, in [0, 1]),
+    "knowledge_recall" (mean over the "knowledge_examples" whose reference cites knowledge;
+    NaN when there are none), "parse_failure_rate" and "n_examples".
 Examples:
     >>> metric = evaluate.load(metric_path("evidence_f1"))
     >>> answer = "1. CWT's interest rose 25%.\\nEvidence: CWT [16], AWK [3]\\nCode: none\\nKnowledge: [2]"
@@ -47,7 +52,7 @@ Examples:
     ...     ],
     ... )
     >>> print({name: round(value, 4) for name, value in results.items()})
-    {'evidence_precision': 0.25, 'evidence_recall': 0.25, 'evidence_f1': 0.25, 'knowledge_recall': 0.75, 'parse_failure_rate': 0.5, 'n_examples': 2}
+    {'evidence_precision': 0.25, 'evidence_recall': 0.25, 'evidence_f1': 0.25, 'knowledge_recall': 0.5, 'knowledge_examples': 1, 'parse_failure_rate': 0.5, 'n_examples': 2}
 """
 
 
@@ -75,7 +80,8 @@ class EvidenceF1(evaluate.Metric):
         )
 
     def _compute(self, predictions, references):
-        totals = dict.fromkeys(("evidence_precision", "evidence_recall", "evidence_f1", "knowledge_recall"), 0.0)
+        totals = dict.fromkeys(("evidence_precision", "evidence_recall", "evidence_f1"), 0.0)
+        recalls = []
         failures = 0
         for answer, reference in zip(predictions, references):
             if len(reference["companies"]) != len(reference["paragraphs"]):
@@ -87,9 +93,15 @@ class EvidenceF1(evaluate.Metric):
             totals["evidence_precision"] += precision
             totals["evidence_recall"] += recall
             totals["evidence_f1"] += f1
-            totals["knowledge_recall"] += knowledge_recall(parsed.knowledge, reference["knowledge"])
+            knowledge = knowledge_recall(parsed.knowledge, reference["knowledge"])
+            if knowledge is not None:  # undefined where the reference cites no knowledge
+                recalls.append(knowledge)
         n = len(predictions)
         results = {name: (total / n if n else 0.0) for name, total in totals.items()}
+        if n and not recalls:
+            warnings.warn("evidence_f1: no reference cites knowledge, so knowledge_recall is NaN", stacklevel=2)
+        results["knowledge_recall"] = sum(recalls) / len(recalls) if recalls else math.nan
+        results["knowledge_examples"] = len(recalls)
         results["parse_failure_rate"] = failures / n if n else 0.0
         results["n_examples"] = n
         return results

@@ -14,12 +14,14 @@ _CITATION = citations.FINLFQA
 _DESCRIPTION = """\
 How well the numbers stated in an answer agree with those of the reference, as FinLFQA
 scores numerical reasoning. The values of each text are extracted as a set: thousands
-separators, decimals, signs, accounting negatives "(1.2)", %, currency symbols and scale
-words (thousand, million, billion, trillion and k, m, mn, bn, b, tn, ...) are understood, so
-"3 million", "3,000 thousand" and "3,000,000" are one value; clause enumerators ("1.", "2)"),
-citation markers ("[16]") and pointers ("paragraph 16", "clause 2") are not values.
-Parentheses holding a unit, "(25%)", or directly after another figure, "25% ($25 million)",
-are not accounting negatives.
+separators, decimals, scientific notation, signs, accounting negatives "(1.2)", units (%,
+x, -fold, bp/bps, pp), currency symbols and codes ("USD1.2bn") and scale words (thousand,
+million, billion, trillion and k, m, mn, bn, b, tn, ...; "$1.5-billion") are understood, so
+"3 million", "3,000 thousand" and "3,000,000" are one value; a range's dash is no minus sign
+("10%-12%" is 10 and 12). Not values: dates (years 1900-2100, the day in "March 31"),
+footnote markers ("million(1)"), clause enumerators ("1.", "2)"), citation markers ("[16]")
+and pointers ("paragraph 16", "clause 2"). Parentheses holding a unit, "(25%)", or directly
+after another figure, "25% ($25 million)", are not accounting negatives.
 
 A prediction in the FinLFQA answer format is scored on its clause texts, as the fin_lfqa task
 scores it: its Evidence, Code and Knowledge attributions (paragraph indices, the numbers in

@@ -9,30 +9,34 @@ from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the 
 from lm_eval_fin.ranking import GAINS, rank_metrics
 
 _CITATION = citations.FINAGENTBENCH
+ID_TYPES = ("string", "int64")
 
 _DESCRIPTION = """\
 Ranking quality of a model's ordering of candidates against graded relevance judgements, as
 used by FinAgentBench (document-type and chunk ranking). For each query:
 
 - nDCG@k: DCG = sum over ranks i <= k of gain(grade) / log2(i + 1), divided by the DCG of all
-  graded candidates of the query sorted by grade and cut at k. Gain is 2^g - 1 (exponential,
-  default) or g (linear, as trec_eval's ndcg_cut). A query with no relevant item scores 0.
+  relevant candidates of the query sorted by grade and cut at k. Gain is 2^g - 1
+  (exponential, default) or g (linear, as trec_eval's ndcg_cut) for a relevant candidate, 0
+  for any other. A query with no relevant item scores 0.
 - MAP@k: sum of precision@i at each relevant rank i <= k, divided by the number of relevant
-  candidates of the query (trec_eval's map_cut). Relevant means grade >= 1.
+  candidates of the query (trec_eval's map_cut).
 - MRR@k: 1 / rank of the first relevant candidate within k, else 0.
 
-A candidate repeated in a ranking counts once (first occurrence). Scores are averaged over
-queries.
+Relevant means grade >= 1, for all three metrics and fractional grades included: a
+candidate graded 0.5 brings no gain, and a query whose candidates are all graded below 1
+scores 0. A candidate repeated in a ranking counts once (first occurrence). Ids are strings
+or integers (3 and "3" are the same candidate). Scores are averaged over queries.
 """
 
 _KWARGS_DESCRIPTION = """
 Computes mean nDCG@k, MAP@k and MRR@k over queries.
 Args:
-    predictions: list of rankings, one per query; each a list of candidate ids (strings),
-        best first. An empty list is an empty ranking (all scores 0).
+    predictions: list of rankings, one per query; each a list of candidate ids (strings or
+        integers), best first. An empty list is an empty ranking (all scores 0).
     references: list of relevance judgements, one per query; each a dict with "ids" (list of
-        candidate ids as strings) and "grades" (list of numbers >= 0, same length). Ids not
-        listed have grade 0.
+        candidate ids, strings or integers) and "grades" (list of numbers >= 0, same length).
+        Ids not listed have grade 0.
     k: cut-off depth (default 10).
     gain: "exponential" (2^g - 1, default) or "linear" (g).
 Returns:
@@ -61,15 +65,20 @@ class NdcgRerank(evaluate.Metric):
             codebase_urls=["https://github.com/usnistgov/trec_eval"],
             reference_urls=["https://arxiv.org/abs/2508.14052"],
             license="MIT",
-            features=datasets.Features(
-                {
-                    "predictions": datasets.Sequence(datasets.Value("string")),
-                    "references": {
-                        "ids": datasets.Sequence(datasets.Value("string")),
-                        "grades": datasets.Sequence(datasets.Value("float64")),
-                    },
-                }
-            ),
+            # ids are strings or integers, on either side: ids compare by their string form
+            features=[
+                datasets.Features(
+                    {
+                        "predictions": datasets.Sequence(datasets.Value(predicted)),
+                        "references": {
+                            "ids": datasets.Sequence(datasets.Value(judged)),
+                            "grades": datasets.Sequence(datasets.Value("float64")),
+                        },
+                    }
+                )
+                for predicted in ID_TYPES
+                for judged in ID_TYPES
+            ],
         )
 
     def _compute(self, predictions, references, k=10, gain="exponential"):

@@ -5,6 +5,7 @@ from lm_eval_fin.benchmarks.fin_agentbench.task import (
     load_document_ranking,
     process_results_chunk,
     process_results_doc,
+    total,
 )
 
-__all__ = ["load_chunk_ranking", "load_document_ranking", "process_results_chunk", "process_results_doc"]
+__all__ = ["load_chunk_ranking", "load_document_ranking", "process_results_chunk", "process_results_doc", "total"]

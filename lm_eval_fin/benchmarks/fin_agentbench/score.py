@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from lm_eval_fin.ranking import parse_ranking, rank_metrics
+
+# Both depths for both tasks: FinAgentBench's tables and the challenge use @5, FinCARDS @10.
+DEPTHS = (5, 10)
 
 
 class UngradedError(ValueError):
     """A record of an eval file: it has no grades to score against."""
 
 
-def score_answer(doc: dict[str, Any], answer: str, k: int, gain: str) -> dict[str, float]:
-    """nDCG, MAP and MRR at ``k`` of one answer, and whether it was a parse failure (an
+def score_answer(doc: dict[str, Any], answer: str, gain: str, depths: Sequence[int] = DEPTHS) -> dict[str, float]:
+    """nDCG, MAP and MRR at each depth of one answer, and whether it was a parse failure (an
     unparsable answer is an empty ranking: every score 0)."""
     if not doc["qrel"]:
         raise UngradedError(
@@ -22,10 +26,10 @@ def score_answer(doc: dict[str, Any], answer: str, k: int, gain: str) -> dict[st
         )
     labels = {int(key): label for key, label in json.loads(doc["labels"]).items()}
     ranking = parse_ranking(answer, doc["candidates"], labels=labels)
-    scores = rank_metrics(ranking, json.loads(doc["qrel"]), k=k, gain=gain)
-    return {
-        f"ndcg@{k}": scores["ndcg"],
-        f"map@{k}": scores["map"],
-        f"mrr@{k}": scores["mrr"],
-        "parse_failure": float(ranking is None),
-    }
+    qrel = json.loads(doc["qrel"])
+    scores: dict[str, float] = {}
+    for k in depths:
+        at_k = rank_metrics(ranking, qrel, k=k, gain=gain)
+        scores.update({f"ndcg@{k}": at_k["ndcg"], f"map@{k}": at_k["map"], f"mrr@{k}": at_k["mrr"]})
+    scores["parse_failure"] = float(ranking is None)
+    return scores

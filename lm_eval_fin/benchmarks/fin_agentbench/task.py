@@ -1,34 +1,74 @@
 """The lm-eval tasks ``fin_agentbench_doc`` and ``fin_agentbench_chunk`` (group ``fin_agentbench``).
 
 ``tasks/fin_agentbench/utils.py`` re-exports the functions the YAMLs name. Metadata:
-``data_path`` (a challenge file or a folder of them; required, there is no hub copy) and
-``gain`` (``exponential``, the default, or ``linear``).
+``data_path`` (a challenge file or a folder of them; required, there is no hub copy),
+``gain`` (``exponential``, the default, or ``linear``) and ``max_gen_toks`` (the answer budget
+chunk prompts leave room for; default: the YAML's). Chunk prompts are fitted to the model's
+context (``max_length``, from the model arguments lm-eval mixes into the metadata, as for
+fin_ems): chunks are dropped from the end of the list, the question and the instruction kept.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
 from lm_eval_fin.benchmarks.fin_agentbench import data
+from lm_eval_fin.benchmarks.fin_agentbench.prompt import fit_chunks
 from lm_eval_fin.benchmarks.fin_agentbench.score import score_answer
+from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
-from lm_eval_fin.harness.settings import RunSettings, Setting, one_of, optional, text
-from lm_eval_fin.harness.task import as_dataset, require_data_path
+from lm_eval_fin.harness.fitting import PromptFitter, prompt_fitter
+from lm_eval_fin.harness.settings import RunSettings, Setting, one_of, optional, positive_int, text
+from lm_eval_fin.harness.task import as_dataset, require_data_path, total
 from lm_eval_fin.ranking import GAINS
 
-# task -> (challenge file kind, ranking depth k)
-TASKS = {"fin_agentbench_doc": ("document", 5), "fin_agentbench_chunk": ("chunk", 10)}
+logger = logging.getLogger(__name__)
+
+# task -> challenge file kind
+TASKS = {"fin_agentbench_doc": "document", "fin_agentbench_chunk": "chunk"}
+CHUNK_TASK = "fin_agentbench_chunk"
 DATA_HINT = f"{data.EXPECTED}. There is no hub copy; see the fin_agentbench task README for where the files are"
 
 
 def _records(task: str, settings: RunSettings) -> list[dict]:
-    return data.load_records(require_data_path(settings, DATA_HINT), TASKS[task][0])
+    return data.load_records(require_data_path(settings, DATA_HINT), TASKS[task])
+
+
+def fit_documents(documents: list[dict], fitter: PromptFitter | None, task: str = CHUNK_TASK) -> list[dict]:
+    """The chunk task's documents with their prompts fitted to the context: ``truncated``,
+    ``dropped_chunks`` (how many were left out, from the end of the list) and
+    ``prompt_tokens`` (before fitting; -1 without a fitter) beside each prompt."""
+    fitted = []
+    for doc in documents:
+        if fitter is None:
+            fitted.append(dict(doc, truncated=False, dropped_chunks=0, prompt_tokens=-1))
+            continue
+        try:
+            prompt = fit_chunks(doc["prompt"], fitter)
+        except ValueError as exc:
+            raise ValueError(f"{task}: record {doc['id']}: {exc}") from None
+        fitted.append(dict(
+            doc, prompt=prompt.text, truncated=bool(prompt.dropped), dropped_chunks=len(prompt.dropped),
+            prompt_tokens=prompt.tokens,
+        ))
+    cut = [doc for doc in fitted if doc["truncated"]]
+    if cut:
+        logger.warning(
+            "%s: %d of %d prompts cut to fit max_length=%d with %d answer tokens (%d chunks left out in all; "
+            "the question and the instruction are kept whole)",
+            task, len(cut), len(fitted), fitter.max_length, fitter.max_gen_toks, sum(d["dropped_chunks"] for d in cut),
+        )
+    return fitted
 
 
 def _load(task: str, metadata: dict[str, Any]) -> dict:
     settings = BENCHMARK.read_settings(task, metadata)
-    documents = data.to_documents(_records(task, settings), with_labels=TASKS[task][0] == "document")
+    documents = data.to_documents(_records(task, settings), with_labels=TASKS[task] == "document")
+    if task == CHUNK_TASK:
+        budget = settings["max_gen_toks"] or taskfiles.max_gen_toks(task)
+        documents = fit_documents(documents, prompt_fitter(metadata, budget, task), task)
     return as_dataset("test", documents, settings)
 
 
@@ -37,20 +77,20 @@ def load_document_ranking(**metadata: Any) -> dict:
 
 
 def load_chunk_ranking(**metadata: Any) -> dict:
-    return _load("fin_agentbench_chunk", metadata)
+    return _load(CHUNK_TASK, metadata)
 
 
-def _process(task: str, doc: dict, results: Sequence[str]) -> dict[str, float]:
+def _process(doc: dict, results: Sequence[str]) -> dict[str, float]:
     settings = RunSettings.from_json(doc["settings"])
-    return score_answer(doc, results[0], k=TASKS[task][1], gain=settings["gain"])
+    return score_answer(doc, results[0], gain=settings["gain"])
 
 
 def process_results_doc(doc: dict, results: Sequence[str]) -> dict[str, float]:
-    return _process("fin_agentbench_doc", doc, results)
+    return _process(doc, results)
 
 
 def process_results_chunk(doc: dict, results: Sequence[str]) -> dict[str, float]:
-    return _process("fin_agentbench_chunk", doc, results)
+    return {**_process(doc, results), "truncated_documents": float(doc.get("truncated", False))}
 
 
 BENCHMARK = Benchmark(
@@ -59,6 +99,12 @@ BENCHMARK = Benchmark(
     settings=(
         Setting("data_path", None, optional(text), "a challenge JSONL file or a folder of them"),
         Setting("gain", "exponential", one_of(*GAINS), "nDCG gain: exponential (2^g - 1) or linear (g)"),
+        Setting("max_gen_toks", None, optional(positive_int), "answer budget chunk prompts leave room for"),
     ),
     check_data=_records,
 )
+
+__all__ = [
+    "BENCHMARK", "load_chunk_ranking", "load_document_ranking", "process_results_chunk", "process_results_doc",
+    "total",
+]

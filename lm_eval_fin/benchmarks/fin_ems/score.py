@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lm_eval_fin import textsim
-from lm_eval_fin.ems.pipeline import MAX_ATTEMPTS, resolve_bertscore_model, run_ems
+from lm_eval_fin.ems.pipeline import MAX_ATTEMPTS, run_ems
 
 
 def whole_answer_scores(answers: Sequence[str], references: Sequence[str], model: str | None) -> dict[str, Any]:
@@ -37,7 +37,7 @@ def score_corpus(
 ) -> tuple[dict[str, float], dict[str, Any]]:
     """BLEU, whole-answer BERTScore F1 and EMS of a run: (figures, details). ``judge`` None
     runs the offline EMS (``ems_offline_*``)."""
-    model = resolve_bertscore_model(bertscore_model)
+    model = textsim.resolve_bertscore_model(bertscore_model)
     whole = whole_answer_scores(answers, references, model)
     run = run_ems(
         answers,

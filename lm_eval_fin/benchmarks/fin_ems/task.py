@@ -31,7 +31,7 @@ from typing import Any
 
 from lm_eval_fin.benchmarks.fin_ems import data, prompt
 from lm_eval_fin.benchmarks.fin_ems.score import score_corpus, whole_answer_scores
-from lm_eval_fin.ems.pipeline import LLM, OFFLINE, check_scorers, metric_names, resolve_bertscore_model
+from lm_eval_fin.ems.pipeline import LLM, OFFLINE, check_scorers, metric_names
 from lm_eval_fin.harness import outputs, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.corpus import (
@@ -47,7 +47,7 @@ from lm_eval_fin.harness.fitting import prompt_fitter
 from lm_eval_fin.harness.samples import answer_of
 from lm_eval_fin.harness.settings import RunSettings, Setting, optional, positive_int, text
 from lm_eval_fin.harness.task import as_dataset, require_data_path, total
-from lm_eval_fin.textsim import rouge_l
+from lm_eval_fin.textsim import resolve_bertscore_model, rouge_l
 
 logger = logging.getLogger(__name__)
 

@@ -1,8 +1,10 @@
 """FinLFQA (Long et al., EMNLP Findings 2025) data: the hub schema and our task documents.
 
-:func:`to_document` is the one place that knows the hub's field names; it renders each
-example's two 10-Q excerpts and its professional-knowledge list with the indices the evidence
-and knowledge attributions refer to, and keeps the reference answer's clauses as JSON text.
+:func:`read_example` is the one place that knows the hub's field names; :func:`to_document`
+renders each example's two 10-Q excerpts and its professional-knowledge list with the indices
+the evidence and knowledge attributions refer to, and keeps the reference answer's clauses as
+JSON text. The indices start at the dataset's base (:func:`detect_index_base`): the paper's 1
+unless the gold indices show 0, or the metadata says.
 
 Hub schema (``Dragongon/FinLFQA``): ``question`` (text), ``context`` (JSON: ticker -> report
 paragraphs, text or tables), ``clauses`` (JSON: the reference answer's clauses, each with its
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,9 +29,11 @@ logger = logging.getLogger(__name__)
 
 HUB_DATASET = "Dragongon/FinLFQA"
 SPLITS = ("validation", "test")
-# The hub's JSON lists carry no explicit indices; the annotators' indices are taken to be list
-# positions from 0. Users can switch with --metadata '{"index_base": 1}'.
-DEFAULT_INDEX_BASE = 0
+# The hub's JSON lists carry no explicit indices. The paper numbers paragraphs and knowledge
+# entries from 1 (section 3.1: i_j in 1..|D|, k_j in 1..|K|), so 1 is the default, unless
+# the data's own gold indices say otherwise (:func:`detect_index_base`); metadata overrides.
+PAPER_INDEX_BASE = 1
+INDEX_BASES = (0, 1)
 
 # Where the hub may keep the professional-knowledge list (its name is not documented).
 KNOWLEDGE_LIST_FIELDS = (
@@ -128,8 +133,20 @@ def _decoded(value: Any) -> Any:
     return value
 
 
-def to_document(record: dict, position: int = 0, index_base: int = DEFAULT_INDEX_BASE) -> dict:
-    """One hub record -> one task document (the only function that knows the hub's names).
+@dataclass(frozen=True)
+class Example:
+    """One hub record read, before its indices are rendered."""
+
+    position: int
+    identifier: str
+    question: str
+    context: dict[str, Any]
+    knowledge: list[Any]
+    reference: list[dict]
+
+
+def read_example(record: dict, position: int = 0) -> Example:
+    """One hub record, checked (the only function that knows the hub's names).
 
     Hub schema: ``question`` (text), ``context`` (JSON: ticker -> report paragraphs),
     ``clauses`` (JSON: the reference answer's clauses, each with its text, evidence per
@@ -171,18 +188,87 @@ def to_document(record: dict, position: int = 0, index_base: int = DEFAULT_INDEX
         )
     companies = [str(c) for c in context]
     reference = [] if clauses in (None, "", []) else _reference_clauses(clauses, companies, position)
-    _warn_if_out_of_range(reference, context, knowledge, index_base, position)
     _, identifier = field(record, ID_FIELDS)
+    return Example(
+        position=position,
+        identifier=str(identifier) if identifier is not None else f"finlfqa-{position}",
+        question=question.strip(),
+        context={str(c): report for c, report in context.items()},
+        knowledge=knowledge,
+        reference=reference,
+    )
+
+
+def to_document(record: dict | Example, position: int = 0, index_base: int = PAPER_INDEX_BASE) -> dict:
+    """One hub record (or :class:`Example`) -> one task document, its paragraphs and knowledge
+    entries numbered from ``index_base``."""
+    example = record if isinstance(record, Example) else read_example(record, position)
+    _warn_if_out_of_range(example, index_base)
     return {
-        "id": str(identifier) if identifier is not None else f"finlfqa-{position}",
-        "question": question.strip(),
-        "companies": companies,
-        "reports": render_reports(context, index_base),
-        "knowledge": render_knowledge(knowledge, index_base),
+        "id": example.identifier,
+        "question": example.question,
+        "companies": list(example.context),
+        "reports": render_reports(example.context, index_base),
+        "knowledge": render_knowledge(example.knowledge, index_base),
         # JSON text: the clauses' shapes vary too much for an Arrow column.
-        "reference_clauses": json.dumps(reference, ensure_ascii=False),
-        "has_reference": bool(reference),
+        "reference_clauses": json.dumps(example.reference, ensure_ascii=False),
+        "has_reference": bool(example.reference),
+        "index_base": index_base,
     }
+
+
+# ------------------------------------------------------------------------------ index base
+
+
+def _positional(report: Any) -> bool:
+    """Whether a report's paragraphs are numbered by position (a list), not by its own keys."""
+    if isinstance(report, str):
+        try:
+            report = json.loads(report)
+        except ValueError:
+            return True
+    return not (isinstance(report, dict) and report and all(str(k).strip().isdigit() for k in report))
+
+
+def index_signals(example: Example) -> tuple[bool, bool]:
+    """(a gold index is 0, a gold index equals its list's length) over the example's
+    evidence (reports numbered by position) and knowledge."""
+    sizes = {c: len(indexed_paragraphs(r, 0)) for c, r in example.context.items() if _positional(r)}
+    cited = [(index, sizes[company]) for clause in example.reference
+             for company, index in clause["evidence"] if company in sizes]
+    cited += [(index, len(example.knowledge)) for clause in example.reference for index in clause["knowledge"]]
+    return any(index == 0 for index, _ in cited), any(index == size for index, size in cited)
+
+
+@dataclass(frozen=True)
+class IndexBase:
+    base: int
+    source: str  # "metadata", "data" or "paper"
+
+
+def detect_index_base(examples: Sequence[Example], given: int | None = None) -> IndexBase:
+    """The index base of a dataset: ``given`` (the metadata's) if any; else what its gold
+    indices show (any 0 means 0-based; any index equal to its list's length means 1-based);
+    else the paper's, 1. Gold indices showing both stop the load (name one example of each,
+    and say how to choose), unless ``given``."""
+    zero = next((e for e in examples if index_signals(e)[0]), None)
+    past = next((e for e in examples if index_signals(e)[1]), None)
+    if given is not None:
+        if (given == 1 and zero) or (given == 0 and past):
+            logger.warning("FinLFQA: index_base %d from the metadata, but the data's gold indices suggest "
+                           "otherwise (record %d)", given, (zero or past).position)
+        return IndexBase(given, "metadata")
+    if zero and past:
+        raise SchemaError(
+            f"FinLFQA: the gold indices read both as 0-based (record {zero.position} cites index 0) and as "
+            f"1-based (record {past.position} cites an index equal to its list's length); choose with "
+            "--metadata '{\"index_base\": 0}' or 1"
+        )
+    if zero:
+        return IndexBase(0, "data")
+    if past:
+        return IndexBase(1, "data")
+    return IndexBase(PAPER_INDEX_BASE, "paper")
 
 
 def _reference_clauses(clauses: Any, companies: list[str], position: int) -> list[dict]:
@@ -211,24 +297,24 @@ def _reference_clauses(clauses: Any, companies: list[str], position: int) -> lis
     return reference
 
 
-def _warn_if_out_of_range(reference, context, knowledge, index_base, position) -> None:
-    """An index past the end of a list is the sign of 1-based data read as 0-based."""
-    sizes = {company: len(indexed_paragraphs(report, index_base)) for company, report in context.items()}
-    for clause in reference:
+def _warn_if_out_of_range(example: Example, index_base: int) -> None:
+    """An index outside its list is the sign of indices read with the wrong base."""
+    sizes = {c: len(indexed_paragraphs(r, index_base)) for c, r in example.context.items() if _positional(r)}
+    for clause in example.reference:
         for company, index in clause["evidence"]:
             if company in sizes and not index_base <= index < index_base + sizes[company]:
                 logger.warning(
                     "FinLFQA record %d cites %s paragraph %d, outside %d..%d: check "
-                    "--metadata index_base (now %d)", position, company, index, index_base,
+                    "--metadata index_base (now %d)", example.position, company, index, index_base,
                     index_base + sizes[company] - 1, index_base,
                 )
                 return
         for index in clause["knowledge"]:
-            if not index_base <= index < index_base + len(knowledge):
+            if not index_base <= index < index_base + len(example.knowledge):
                 logger.warning(
                     "FinLFQA record %d cites knowledge %d, outside %d..%d: check --metadata "
-                    "index_base (now %d)", position, index, index_base,
-                    index_base + len(knowledge) - 1, index_base,
+                    "index_base (now %d)", example.position, index, index_base,
+                    index_base + len(example.knowledge) - 1, index_base,
                 )
                 return
 
@@ -278,12 +364,18 @@ def load_hub_records(split: str) -> Iterable[dict]:
         ) from exc
 
 
-def load_documents(split: str = "validation", data_path: str | None = None, index_base: int = DEFAULT_INDEX_BASE):
-    """Task documents from the hub split, or from a local copy when ``data_path`` is given."""
+def load_documents(
+    split: str = "validation", data_path: str | None = None, index_base: int | None = None
+) -> tuple[list[dict], IndexBase]:
+    """Task documents from the hub split, or from a local copy when ``data_path`` is given,
+    numbered from ``index_base`` (None: :func:`detect_index_base`), and the base used."""
     if split not in SPLITS:
         raise ValueError(f"FinLFQA split must be one of {SPLITS}, got {split!r}")
     records = read_records(data_path, split) if data_path else load_hub_records(split)
-    return [to_document(dict(record), position, index_base) for position, record in enumerate(records)]
+    examples = [read_example(dict(record), position) for position, record in enumerate(records)]
+    base = detect_index_base(examples, index_base)
+    logger.info("FinLFQA %s: paragraphs and knowledge numbered from %d (%s)", split, base.base, base.source)
+    return [to_document(example, index_base=base.base) for example in examples], base
 
 
 def reference_clauses(doc: dict) -> list[dict]:

@@ -1,9 +1,24 @@
-"""The FinLFQA prompt (the paper's end-to-end setting, in our own words) and its answer format.
+"""The FinLFQA prompts of the paper's three settings (its figures 3 to 6, in our own words),
+and the answer format they share.
 
-The model answers in numbered clauses; under each, ``Evidence:`` (the report paragraphs that
-support it, per company), ``Code:`` (a Python function for a computed number, or "none") and
-``Knowledge:`` (the knowledge entries it uses). :func:`render_answer` writes the reference in
-the same format (the task's target, and what the judge compares against).
+* End-to-end (``fin_lfqa``, figure 5): one pass writes numbered clauses and, under each,
+  ``Evidence:`` (the report paragraphs that support it, per company, or "inferred from clause
+  N"), ``Code:`` (for a calculated number, a Python function that performs the calculation
+  and returns the result; or "none") and ``Knowledge:`` (the knowledge entries it uses).
+* Post-hoc (``fin_lfqa_posthoc``): the answer alone first (figure 3: numbered one-sentence
+  clauses, no knowledge list), then the attributes of each clause of that answer (figure 4:
+  code as a function that takes the input values it needs, performs the calculation and
+  returns the result).
+* Iterative refinement (``fin_lfqa_iterative``): the end-to-end answer, then rounds of
+  feedback on the analysis with its code's execution results (figure 6: reply "Done" when
+  nothing needs correcting) and a revision that follows the feedback (the paper does not show
+  its revision prompt; ours asks for the whole analysis again in the same format).
+
+As the paper's, no prompt tells the model to write functions without parameters: the code
+metric calls the function with none, and a function that needs arguments fails there (the
+paper's most common code failure). :func:`render_answer` writes clauses in the answer format
+(the reference as the task's target and for the judge; the post-hoc answer with its
+attributes).
 """
 
 from __future__ import annotations
@@ -24,36 +39,142 @@ Evidence: inferred from clause 1
 Code: none
 Knowledge: []"""
 
+_ANSWER_EXAMPLE = """1. ABC's gross margin rose to 41.0% in the quarter.
+2. XYZ's gross margin fell to 35.2% over the same period.
+3. ABC therefore prices its products more effectively than XYZ."""
+
+_ATTRIBUTES_EXAMPLE = """1. Evidence: ABC [4]
+Code:
+```python
+def gross_margin(revenue, cost):
+    return round((revenue - cost) / revenue * 100, 1)
+```
+Knowledge: [2]
+2. Evidence: XYZ [7, 8]
+Code: none
+Knowledge: [2]
+3. Evidence: inferred from clauses 1 and 2
+Code: none
+Knowledge: []"""
+
+_ATTRIBUTE_LINES = (
+    "Evidence: the paragraphs that support the clause, as TICKER [paragraph numbers] for each company, "
+    "or \"inferred from clause N\" when it follows from earlier clauses.\n"
+    "Code: {code}, in a ```python block; otherwise \"none\".\n"
+    "Knowledge: the numbers of the professional-knowledge entries the clause uses, e.g. [3], or [] if none."
+)
+_E2E_CODE = (
+    "when the clause states a number you calculated, a Python function that performs the calculation and "
+    "returns the result"
+)
+_POSTHOC_CODE = (
+    "when the clause states a number calculated from the reports, a Python function that takes the input "
+    "values it needs, performs the calculation and returns the result"
+)
+
+DONE = "Done"
+
+
+def _reports(doc: dict) -> str:
+    return f"The excerpts of the quarterly (10-Q) reports of {' and '.join(doc['companies'])}:\n\n{doc['reports']}"
+
+
+def _knowledge(doc: dict) -> str:
+    return f"=== Professional knowledge ===\n{doc['knowledge']}"
+
 
 def build_prompt(doc: dict) -> str:
-    """The end-to-end prompt: reports, knowledge list and question in; answer and
-    attributions out in one pass (the paper's end-to-end setting, in our own words)."""
-    companies = " and ".join(doc["companies"])
+    """The end-to-end prompt (figure 5): reports, question and knowledge list in; the answer
+    and its attributes out in one pass."""
     return (
-        f"You are a financial analyst. Answer the question about {companies} using the excerpts "
-        "of their quarterly (10-Q) reports and the list of professional knowledge below.\n\n"
-        f"{doc['reports']}\n\n=== Professional knowledge ===\n{doc['knowledge']}\n\n"
-        f"Question: {doc['question']}\n\n"
-        "Write the answer as numbered clauses, one claim per clause. Under each clause write:\n"
-        "Evidence: the paragraphs that support the clause, as TICKER [paragraph numbers] for each "
-        "company, or \"inferred from clause N\" when it follows from earlier clauses.\n"
-        "Code: for a number you calculated, a Python function that takes no arguments and returns "
-        "that number, in a ```python block; otherwise \"none\".\n"
-        "Knowledge: the numbers of the knowledge entries the clause uses, e.g. [3], or [] if none.\n\n"
-        f"Format example (made-up companies ABC and XYZ):\n{_FORMAT_EXAMPLE}\n\nAnswer:\n"
+        "You are a financial analyst. Using the quarterly reports of two companies and a list of professional "
+        "knowledge, answer a question about the companies. Write the answer as numbered clauses, one claim per "
+        "clause, and give each clause three attributes on the lines under it:\n"
+        + _ATTRIBUTE_LINES.format(code=_E2E_CODE)
+        + f"\n\nAn example of the format (made-up companies ABC and XYZ):\n{_FORMAT_EXAMPLE}\n\n"
+        f"{_reports(doc)}\n\nQuestion: {doc['question']}\n\n{_knowledge(doc)}\n\n"
+        "Answer the question in numbered clauses, each with its Evidence, Code and Knowledge.\n\nAnswer:\n"
+    )
+
+
+def build_answer_prompt(doc: dict) -> str:
+    """Post-hoc, step 1 (figure 3): the answer alone, from the reports and the question."""
+    return (
+        "You are a financial analyst. Read the quarterly reports of two companies and answer a question about "
+        "them. Keep the answer concise and grounded in the reports. Write it as numbered clauses: each clause is "
+        "one full sentence stating one fact-based financial insight. Do not use sub-bullets, headings or "
+        "formatting symbols such as dashes, asterisks or bold text, and do not add explanations inside a clause.\n\n"
+        f"An example of the format (made-up companies ABC and XYZ):\n{_ANSWER_EXAMPLE}\n\n"
+        f"{_reports(doc)}\n\nQuestion: {doc['question']}\n\nAnswer:\n"
+    )
+
+
+def build_attribution_prompt(doc: dict, answer: str) -> str:
+    """Post-hoc, step 2 (figure 4): the attributes of each clause of a given answer."""
+    return (
+        "You are given the quarterly reports of two companies, a question, an answer to it in numbered clauses "
+        "and a list of professional knowledge. For each clause of the answer, give three attributes:\n"
+        + _ATTRIBUTE_LINES.format(code=_POSTHOC_CODE)
+        + "\nWrite the clause's number, then its three attribute lines; do not rewrite the clauses.\n\n"
+        f"An example (for an answer of three clauses about made-up companies ABC and XYZ):\n{_ATTRIBUTES_EXAMPLE}\n\n"
+        f"{_reports(doc)}\n\nQuestion: {doc['question']}\n\nThe answer:\n{answer.strip()}\n\n{_knowledge(doc)}\n\n"
+        "Attributes of each clause:\n"
+    )
+
+
+def build_feedback_prompt(doc: dict, analysis: str) -> str:
+    """Iterative refinement, feedback (figure 6): review an analysis (with the execution
+    results of its code); the reply is "Done" when nothing needs correcting."""
+    return (
+        "You are a financial analyst reviewing a colleague's analysis. It answers a question about two "
+        "companies' quarterly reports in numbered clauses; each clause has Evidence (report paragraphs, or an "
+        "inference from earlier clauses), Code (a Python function for a calculated number, shown with the result "
+        "it gave when run) and Knowledge (entries of the professional-knowledge list).\n\n"
+        "Review each clause for:\n"
+        "1. Relevance and concision: does the analysis answer the question directly, without needless detail?\n"
+        "2. Numerical accuracy: are the numbers calculated correctly from the reports, and is every calculation "
+        "needed?\n"
+        "3. Evidence: does each clause rest on the cited paragraphs, or on a sound inference, and stay within "
+        "what the reports say? Are the cited knowledge entries the right ones, correctly applied?\n"
+        "4. Code: is the code correct, did it run, and does its result agree with the number in the clause? If it "
+        "failed, say how to fix it.\n\n"
+        "Name the problems you find and say how to fix each. If nothing needs correcting, reply with the single "
+        f"word {DONE} and nothing else.\n\n"
+        f"{_reports(doc)}\n\nQuestion: {doc['question']}\n\n{_knowledge(doc)}\n\n"
+        f"The analysis:\n{analysis.strip()}\n\nYour review:\n"
+    )
+
+
+def build_revision_prompt(doc: dict, analysis: str, feedback: str) -> str:
+    """Iterative refinement, revision: the analysis again, improved as the feedback asks."""
+    return (
+        "You are a financial analyst. Below are the quarterly reports of two companies, a question, a list of "
+        "professional knowledge, your analysis answering the question (with the results its code gave when run) "
+        "and a reviewer's feedback on it. Rewrite the analysis so that it addresses the feedback. Keep the format: "
+        "numbered clauses, one claim per clause, each with three attribute lines under it:\n"
+        + _ATTRIBUTE_LINES.format(code=_E2E_CODE)
+        + f"\n\nAn example of the format (made-up companies ABC and XYZ):\n{_FORMAT_EXAMPLE}\n\n"
+        f"{_reports(doc)}\n\nQuestion: {doc['question']}\n\n{_knowledge(doc)}\n\n"
+        f"Your analysis:\n{analysis.strip()}\n\nThe reviewer's feedback:\n{feedback.strip()}\n\n"
+        "Write the whole revised analysis (without the execution results).\n\nRevised analysis:\n"
     )
 
 
 def render_answer(clauses: Sequence[dict]) -> str:
-    """Reference clauses (as stored in a document) in the answer format the prompt asks for."""
+    """Clauses (dicts with ``text``, ``evidence`` pairs, ``code`` snippets, ``knowledge``
+    indices and optionally ``inferred_from`` clause numbers) in the answer format."""
     lines = []
     for number, clause in enumerate(clauses, start=1):
         by_company: dict[str, list[int]] = {}
         for company, index in clause["evidence"]:
             by_company.setdefault(company, []).append(index)
-        evidence = "; ".join(f"{c} {sorted(set(i))}" for c, i in by_company.items()) or "none"
+        evidence = "; ".join(f"{c} {sorted(set(i))}" for c, i in by_company.items())
+        inferred = sorted(set(clause.get("inferred_from") or ()))
+        if inferred:
+            named = "inferred from clause" + ("s " if len(inferred) > 1 else " ") + ", ".join(map(str, inferred))
+            evidence = f"{evidence}; {named}" if evidence else named
         lines.append(f"{number}. {clause['text']}")
-        lines.append(f"Evidence: {evidence}")
+        lines.append(f"Evidence: {evidence or 'none'}")
         if clause["code"]:
             lines.append("Code:")
             for snippet in clause["code"]:
@@ -62,4 +183,3 @@ def render_answer(clauses: Sequence[dict]) -> str:
             lines.append("Code: none")
         lines.append(f"Knowledge: {sorted(set(clause['knowledge']))}")
     return "\n".join(lines)
-

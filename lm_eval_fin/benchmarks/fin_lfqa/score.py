@@ -2,16 +2,18 @@
 
 Per document, from the answer parsed by :func:`lm_eval_fin.attribution.parse_answer`:
 numeric P/R/F1 of the clause texts (section 4.2), evidence P/R/F1 over (company, paragraph)
-pairs and knowledge recall (section 4.3), ROUGE-L, the number of code snippets and whether the
-answer was a parse failure. Over the run: the code execution rate (every snippet of the run in
-the sandbox, micro average) and BERTScore F1 of the clause texts.
+pairs and knowledge recall (section 4.3; NaN, and counted in ``knowledge_skipped``, where the
+reference cites no knowledge), ROUGE-L, the number of code snippets and whether the answer was
+a parse failure. Over the run: the code execution rate (every snippet of the run in the
+sandbox, micro average) with the failures by category beside it, and BERTScore F1 of the
+clause texts.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from lm_eval_fin import attribution, numbers, textsim
@@ -72,7 +74,7 @@ def score_document(doc: dict, answer: str | None) -> tuple[dict[str, float], dic
         "evidence_precision": evidence[0],
         "evidence_recall": evidence[1],
         "evidence_f1": evidence[2],
-        "knowledge_recall": attribution.knowledge_recall(parsed.knowledge, gold_knowledge),
+        **knowledge_scores(parsed.knowledge, gold_knowledge),
         "rouge_l": rouge[2],
         "code_per_answer": float(len(parsed.code)),
         "parse_failure": float(parsed.parse_failure),
@@ -80,13 +82,23 @@ def score_document(doc: dict, answer: str | None) -> tuple[dict[str, float], dic
     return scores, data
 
 
-def code_exec_rate(snippets: Sequence[str]) -> float:
-    """Share of the run's snippets that define a function which, called with no arguments in
-    the sandbox, returns a value other than None in time (micro average). 0.0 when the run
-    produced no snippet (no code, no credit; ``code_per_answer`` shows the count beside it).
-    NaN, with a warning, when the sandbox cannot be set up here."""
+def knowledge_scores(predicted: Iterable[int], reference: Iterable[int]) -> dict[str, float]:
+    """``knowledge_recall`` (NaN where the reference cites no knowledge: lm-eval's ``nanmean``
+    leaves it out) and ``knowledge_skipped`` (1 there, to count such examples)."""
+    recall = attribution.knowledge_recall(predicted, reference)
+    return {"knowledge_recall": math.nan if recall is None else recall, "knowledge_skipped": float(recall is None)}
+
+
+def code_metrics(snippets: Sequence[str], failure_metrics: Sequence[str]) -> dict[str, float]:
+    """``code_exec_rate``: the share of the run's snippets that define a function which, called
+    with no arguments in the sandbox, returns a value other than None in time (micro average;
+    0.0 when the run produced no snippet: no code, no credit, and ``code_per_answer`` shows the
+    count beside it). ``failure_metrics`` (``code_<category>``): the share of the snippets that
+    failed in each way the sandbox tells apart, so that the paper's error analysis can be
+    compared. Everything NaN, with a warning, when the sandbox cannot be set up here."""
     from lm_eval_fin import sandbox
 
+    missing = dict.fromkeys(failure_metrics, math.nan)
     try:
         results = sandbox.run_codes(list(snippets), timeout=CODE_TIMEOUT_S) if snippets else []
     except sandbox.SandboxError as exc:  # after generation: report, never discard the run
@@ -94,16 +106,22 @@ def code_exec_rate(snippets: Sequence[str]) -> float:
             "FinLFQA: the code sandbox cannot be set up, so code_exec_rate is NaN (%d snippets not "
             "run): %s", len(snippets), exc,
         )
-        return math.nan
+        return {"code_exec_rate": math.nan, **missing}
     logger.info("FinLFQA code execution: %d of %d snippets ran", sum(r.ok for r in results), len(results))
-    return sandbox.code_exec_rate(results)
+    # TODO(merge): the sandbox gains failure_categories on its own branch; drop this guard then
+    categorise = getattr(sandbox, "failure_categories", None)
+    if categorise is None:
+        logger.warning("FinLFQA: this sandbox does not sort failures into categories; code_<category> are NaN")
+        return {"code_exec_rate": sandbox.code_exec_rate(results), **missing}
+    shares = categorise(results)
+    return {"code_exec_rate": sandbox.code_exec_rate(results), **{n: shares.get(n, math.nan) for n in failure_metrics}}
 
 
 def bertscore_f1(answers: Sequence[str], references: Sequence[str], model: str) -> float:
-    """Mean BERTScore F1 of the answers' clause texts against the references; NaN (with a
-    warning) when the model cannot load."""
+    """Mean BERTScore F1 of the answers' clause texts against the references (``model``: a hub
+    id, a folder or ``"offline"``); NaN (with a warning) when the model cannot load."""
     scores = textsim.bertscore_f1(list(answers), list(references), model=model) if answers else None
     if scores is None:
         return math.nan
-    logger.info("FinLFQA BERTScore computed with model %s", model)
+    logger.info("FinLFQA BERTScore computed with model %s (%s)", model, textsim.resolve_bertscore_model(model))
     return sum(scores) / len(scores)

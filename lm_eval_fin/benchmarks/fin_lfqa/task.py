@@ -1,21 +1,32 @@
-"""The lm-eval tasks ``fin_lfqa`` (validation split, scored) and ``fin_lfqa_test`` (test split,
-answers private: ``--predict_only``).
+"""The lm-eval tasks of FinLFQA, one per setting of the paper (section 5.1):
+
+* ``fin_lfqa`` (validation split, scored) and ``fin_lfqa_test`` (test split, answers private:
+  ``--predict_only``): end-to-end generation, one request per example;
+* ``fin_lfqa_posthoc`` and ``fin_lfqa_iterative`` (validation split): post-hoc attribution and
+  iterative refinement, several generation steps per example, run by the ``fin-refine`` model
+  wrapper (:mod:`lm_eval_fin.harness.multistep`) with the protocols of
+  :mod:`lm_eval_fin.benchmarks.fin_lfqa.refine`; their loaders stop with a message saying so
+  when the run's model is not that wrapper.
 
 ``tasks/fin_lfqa/utils.py`` re-exports the functions the YAMLs name. Metadata: ``data_path``
-(a local copy in the hub schema; default: the hub dataset), ``index_base`` (0 or 1: the
-first paragraph's and knowledge entry's index), ``bertscore_model``, and the judge settings
-of :mod:`lm_eval_fin.harness.settings`.
+(a local copy in the hub schema; default: the hub dataset), ``index_base`` (0 or 1: the first
+paragraph's and knowledge entry's index; default: detected from the data's gold indices, else
+the paper's 1), ``bertscore_model`` (a hub id, a folder or ``offline``), ``max_rounds``
+(iterative refinement's bound) and the judge settings of :mod:`lm_eval_fin.harness.settings`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
 from lm_eval_fin import textsim
-from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, score
+from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, refine, score
+from lm_eval_fin.harness import multistep, outputs, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.corpus import (
     CorpusItem,
@@ -23,25 +34,47 @@ from lm_eval_fin.harness.corpus import (
     JudgeUnavailable,
     corpus_metric,
     record_judge_failures,
+    run_key,
     run_with_judge,
 )
 from lm_eval_fin.harness.samples import answer_of
-from lm_eval_fin.harness.settings import RunSettings, Setting, one_of, optional, text
-from lm_eval_fin.harness.task import as_dataset
+from lm_eval_fin.harness.settings import RunSettings, Setting, SettingsError, one_of, optional, positive_int, text
+from lm_eval_fin.harness.task import as_dataset, total
 
 logger = logging.getLogger(__name__)
 
-SPLIT_OF_TASK = {"fin_lfqa": "validation", "fin_lfqa_test": "test"}
+# task -> (hub split, multi-step protocol or "" for one request per example)
+TASKS = {
+    "fin_lfqa": ("validation", ""),
+    "fin_lfqa_test": ("test", ""),
+    "fin_lfqa_posthoc": ("validation", "fin_lfqa_posthoc"),
+    "fin_lfqa_iterative": ("validation", "fin_lfqa_iterative"),
+}
+for _name, _protocol in refine.PROTOCOLS.items():
+    multistep.register_protocol(_name, _protocol)
+
+
+def _bertscore_model(value: Any) -> str:
+    """A model name, checked at load time: ``offline`` needs its package installed."""
+    name = text(value)
+    textsim.resolve_bertscore_model(name)
+    return name
+
 
 SETTINGS = (
     Setting("data_path", None, optional(text), "a local copy in the hub schema (JSON, JSONL or parquet)"),
-    Setting("index_base", data.DEFAULT_INDEX_BASE, one_of(0, 1), "index of the first paragraph and knowledge entry"),
-    Setting("bertscore_model", textsim.DEFAULT_BERTSCORE_MODEL, text, "BERTScore model: hub id or folder"),
+    Setting("index_base", None, optional(one_of(*data.INDEX_BASES)),
+            "index of the first paragraph and knowledge entry (default: from the data, else 1)"),
+    Setting("bertscore_model", textsim.DEFAULT_BERTSCORE_MODEL, _bertscore_model,
+            "BERTScore model: hub id, folder, or 'offline'"),
+    Setting("max_rounds", refine.MAX_ROUNDS, positive_int, "feedback rounds of iterative refinement, at most"),
 )
 
 
-def _documents(task: str, settings: RunSettings) -> list[dict]:
-    return data.load_documents(SPLIT_OF_TASK[task], settings["data_path"], settings["index_base"])
+def _documents(task: str, settings: RunSettings) -> tuple[list[dict], data.IndexBase]:
+    split, protocol = TASKS[task]
+    documents, base = data.load_documents(split, settings["data_path"], settings["index_base"])
+    return [dict(doc, protocol=protocol) for doc in documents], base
 
 
 def _check_data(task: str, settings: RunSettings) -> None:
@@ -51,7 +84,18 @@ def _check_data(task: str, settings: RunSettings) -> None:
 
 def _load(task: str, metadata: dict[str, Any]) -> dict:
     settings = BENCHMARK.read_settings(task, metadata)
-    return as_dataset(SPLIT_OF_TASK[task], _documents(task, settings), settings)
+    if TASKS[task][1] and not multistep.wrapper_loaded():
+        raise SettingsError(
+            f"{task} runs several generation steps per example, which one lm-eval request cannot: run it "
+            f"with the model wrapper, --model {multistep.MODEL_NAME} --model_args base=<hf|vllm|...>,<that model's "
+            "arguments> (lm-eval-fin run registers it; see the fin_lfqa task README)"
+        )
+    documents, base = _documents(task, settings)
+    # the settings every document carries name the base used, and where it came from
+    settings = dataclasses.replace(
+        settings, values={**settings.values, "index_base": base.base, "index_base_source": base.source}
+    )
+    return as_dataset(TASKS[task][0], documents, settings)
 
 
 def load_validation(**metadata: Any) -> dict:
@@ -62,23 +106,57 @@ def load_test(**metadata: Any) -> dict:
     return _load("fin_lfqa_test", metadata)
 
 
+def load_posthoc(**metadata: Any) -> dict:
+    return _load("fin_lfqa_posthoc", metadata)
+
+
+def load_iterative(**metadata: Any) -> dict:
+    return _load("fin_lfqa_iterative", metadata)
+
+
 doc_to_text = prompt.build_prompt
+doc_to_text_posthoc = prompt.build_answer_prompt
 
 
 def doc_to_target(doc: dict) -> str:
     return prompt.render_answer(data.reference_clauses(doc))
 
 
+def _code_failure_metrics() -> tuple[str, ...]:
+    """The ``code_<category>`` metrics the YAML lists (the one place that names them)."""
+    return tuple(m for m in taskfiles.higher_is_better("fin_lfqa") if m.startswith("code_") and m not in CODE_OTHERS)
+
+
+CODE_OTHERS = ("code_exec_rate", "code_per_answer")
+
+
 def run_metrics(items: Sequence[CorpusItem], settings: RunSettings) -> dict[str, float]:
-    """The run-level metrics, in one pass: code execution rate, BERTScore, the judge."""
+    """The run-level metrics, in one pass: code execution (rate and failure categories),
+    BERTScore, the judge; the steps of a multi-step setting go to a details file."""
     datas = [item.data for item in items]
+    if datas and not any(d["knowledge_scored"] for d in datas):
+        logger.warning(
+            "%s: no reference cites knowledge, so knowledge_recall is NaN (knowledge_skipped counts the examples)",
+            settings.task,
+        )
+    if any(d.get("trace") for d in datas):
+        _write_traces(items, settings)
     return {
-        "code_exec_rate": score.code_exec_rate([snippet for d in datas for snippet in d["code"]]),
+        **score.code_metrics([snippet for d in datas for snippet in d["code"]], _code_failure_metrics()),
         "bertscore_f1": score.bertscore_f1(
             [d["answer_text"] for d in datas], [d["reference_text"] for d in datas], settings["bertscore_model"]
         ),
         **judge_metrics(datas, settings),
     }
+
+
+def _write_traces(items: Sequence[CorpusItem], settings: RunSettings) -> None:
+    folder = outputs.details_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{settings.task}-steps-{run_key(items)[:12]}.json"
+    steps = [{"doc_id": item.doc_id, **(item.data.get("trace") or {})} for item in items]
+    path.write_text(json.dumps(steps, indent=1, ensure_ascii=False), encoding="utf-8")
+    logger.info("%s: the steps of every example written to %s", settings.task, path)
 
 
 def _judge_max_tokens(settings: RunSettings) -> int:
@@ -113,17 +191,29 @@ def judge_metrics(datas: Sequence[dict], settings: RunSettings) -> dict[str, flo
     return judge.summarise_answers(answers)
 
 
-CORPUS = CorpusMetrics("fin_lfqa", ("code_exec_rate", "bertscore_f1", *judge.JUDGE_METRICS), run_metrics)
+CORPUS = CorpusMetrics(
+    "fin_lfqa", ("code_exec_rate", *_code_failure_metrics(), "bertscore_f1", *judge.JUDGE_METRICS), run_metrics
+)
 
 
 def process_results(doc: dict, results: Sequence[str]) -> dict[str, Any]:
     scores, answer_data = score.score_document(doc, results[0] if results else "")
-    return {**scores, **CORPUS.items(doc, answer_data)}
+    settings = RunSettings.from_json(doc["settings"])
+    answer_data["knowledge_scored"] = not math.isnan(scores["knowledge_recall"])
+    extra: dict[str, float] = {"index_base": float(doc["index_base"])}
+    if doc.get("protocol"):
+        trace = multistep.take_trace(settings.task, doc)
+        answer_data["trace"] = trace
+        if doc["protocol"] == "fin_lfqa_iterative":
+            # no trace: an answer lm-eval's --use_cache served from its cache
+            extra["refine_rounds"] = float(trace["rounds"]) if trace else math.nan
+            extra["refine_done"] = float(trace["done"]) if trace else math.nan
+    return {**scores, **extra, **CORPUS.items(doc, answer_data)}
 
 
 def rescore(samples: Sequence[dict], judge_: Any) -> tuple[dict[str, float], list[dict]]:
-    """Judge metrics of samples logged by ``lm_eval --log_samples`` on fin_lfqa (for instance
-    after ``--predict_only``), in one batched pass; per sample: ``judge_failure`` and
+    """Judge metrics of samples logged by ``lm_eval --log_samples`` on a FinLFQA task (for
+    instance after ``--predict_only``), in one batched pass; per sample: ``judge_failure`` and
     ``judge_error`` (the request failed for good), ``parse_failure`` (the reply stayed
     unreadable), ``judge_reply`` and, when scored, the three scores and their total."""
     datas = []
@@ -151,13 +241,13 @@ def rescore(samples: Sequence[dict], judge_: Any) -> tuple[dict[str, float], lis
 
 BENCHMARK = Benchmark(
     name="fin_lfqa",
-    tasks=tuple(SPLIT_OF_TASK),
+    tasks=tuple(TASKS),
     settings=SETTINGS,
     check_data=_check_data,
     rescore=rescore,
 )
 
 __all__ = [
-    "BENCHMARK", "corpus_metric", "doc_to_target", "doc_to_text", "load_test", "load_validation",
-    "process_results", "rescore",
+    "BENCHMARK", "corpus_metric", "doc_to_target", "doc_to_text", "doc_to_text_posthoc", "load_iterative",
+    "load_posthoc", "load_test", "load_validation", "process_results", "rescore", "total",
 ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lm_eval_fin.rerank import screening, tournament
 from lm_eval_fin.rerank.bm25 import tokenize
 from lm_eval_fin.rerank.cardview import fills_quota
 from lm_eval_fin.rerank.intent import coverage_quotas
@@ -94,3 +95,72 @@ def fill_ranking(head: Sequence[int], order: Sequence[int]) -> list[int]:
     """
     placed = set(head)
     return [*head, *(chunk for chunk in order if chunk not in placed)]
+
+
+# ---------------------------------------------------------------------------------------------
+# The trace of stages 2 and 3
+
+
+def stage2_audit(groups, picks_per_group, kept) -> dict[str, Any]:
+    """Each stage-2 group with what was kept, its score, reason and how it got there."""
+    return {
+        "groups": [
+            {
+                "group": gi,
+                "chunks": group,
+                "kept": [{"id": p.chunk, "score": p.score, "reason": p.reason, "via": p.via} for p in picks],
+            }
+            for gi, (group, picks) in enumerate(zip(groups, picks_per_group))
+        ],
+        "kept": [p.chunk for p in kept],
+    }
+
+
+def stage3_audit(t: tournament.Tournament) -> dict[str, Any]:
+    """Each stage-3 round, the stop reason, the aggregate and the rank variance."""
+    return {
+        "candidates": len(t.prior),
+        "group_size": t.size,
+        "rounds": [
+            # top_k: the round's own ranking; running_top_k: the aggregate after the round,
+            # which the stop rule (jaccard) and the rank variance look at
+            {"groups": groups, "top_k": order[: t.top_k], "running_top_k": running[: t.top_k], "jaccard": similarity}
+            for groups, order, running, similarity in zip(t.rounds, t.round_orders, t.running_orders, t.similarities)
+        ],
+        "stopped": t.stopped,
+        "aggregation": t.aggregation,
+        "regroup": t.regroup,
+        "points": {str(c): round(p, 4) for c, p in t.points().items()},
+        "rank_variance": t.rank_variance(),
+        "rank_variance_measured": t.variance_measured,
+    }
+
+
+_AGGREGATE_LABEL = {"borda": "Borda", "mean_rank": "minus mean rank", "votes": "votes"}
+
+
+def why_placed(head: Sequence[int], kept: Sequence[screening.Pick], t: tournament.Tournament | None) -> dict[int, str]:
+    """Why each chunk of a stage's output is where it is: its Borda points and per-round
+    ranks (stage 3), its stage-2 score, group, reason and whether a quota added it."""
+    stage2 = {p.chunk: p for p in kept}
+    points = t.points() if t is not None else {}
+    reasons = {}
+    for position, chunk in enumerate(head, start=1):
+        parts = []
+        if t is not None:
+            rounds = ", ".join(map(str, t.round_positions(chunk)))
+            running = ", ".join(map(str, t.running_positions(chunk)))
+            parts.append(
+                f"{_AGGREGATE_LABEL[t.aggregation]} {points[chunk]:.2f} over {len(t.rounds)} rounds "
+                f"(round ranks {rounds}; running ranks {running})"
+            )
+        if chunk in stage2:
+            pick = stage2[chunk]
+            note = f"stage-2 score {pick.score:g} in group {pick.group}"
+            if pick.via != "judge":
+                note += f" [{pick.via}]"
+            if pick.reason:
+                note += f": {pick.reason}"
+            parts.append(note)
+        reasons[chunk] = "; ".join(parts) or f"position {position}"
+    return reasons

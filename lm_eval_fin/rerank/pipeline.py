@@ -41,9 +41,15 @@ from typing import Any, TypeVar
 from lm_eval_fin.judge import Judge, JudgeRequest, complete_parsed_answers
 from lm_eval_fin.ranking import rank_metrics
 from lm_eval_fin.rerank import bm25, cardview, intent, screening, tournament, zeroshot
-from lm_eval_fin.rerank.audit import card_matches, fill_ranking
+from lm_eval_fin.rerank.audit import card_matches, fill_ranking, stage2_audit, stage3_audit, why_placed
 from lm_eval_fin.rerank.cards import chunk_key
 from lm_eval_fin.rerank.cost import Cost, MeteredJudge, costs_by_stage, split_by_use
+from lm_eval_fin.rerank.results import JudgeOutcome, Query, RunResult, StageCount, VariantResult
+
+__all__ = [
+    "VARIANTS", "FinCardsConfig", "JudgeOutcome", "Query", "QueryState", "RunResult", "StageCount", "VariantResult",
+    "run_fincards",
+]
 
 VARIANTS = ("bm25", "llm", "s1+s3", "s1+s2", "full")
 CARD_VARIANTS = ("s1+s3", "s1+s2", "full")
@@ -112,113 +118,6 @@ class FinCardsConfig:
         """The fields that differ from the defaults (what a run's output records)."""
         default = FinCardsConfig()
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != getattr(default, f.name)}
-
-
-@dataclass(frozen=True)
-class Query:
-    """One chunk-ranking query: the question, the filing's chunks by index, the grades, and
-    the kind of filing (:mod:`~lm_eval_fin.rerank.doctype`) with where that was read."""
-
-    id: str
-    question: str
-    chunks: Mapping[int, str]
-    qrel: Mapping[str, Any] | None = None
-    doc_type: str | None = None
-    doc_type_from: str = "undetermined"
-
-
-@dataclass
-class JudgeOutcome:
-    """What the judge did for one variant of one query: how many of the requests it needed
-    failed (no answer) or stayed unparsable, and the first error."""
-
-    failed: int = 0
-    unparsed: int = 0
-    first_error: str | None = None
-
-    @property
-    def status(self) -> str:
-        """``ok``, ``fallback`` (some answers unparsable: fallbacks stood in) or ``failed``."""
-        if self.failed:
-            return "failed"
-        return "fallback" if self.unparsed else "ok"
-
-    def add(self, other: JudgeOutcome) -> None:
-        self.failed += other.failed
-        self.unparsed += other.unparsed
-        self.first_error = self.first_error or other.first_error
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "failed": self.failed, "unparsed": self.unparsed, "first_error": self.first_error}
-
-
-@dataclass
-class VariantResult:
-    """One variant's answer to one query. ``ranking`` and ``scores`` are None when the judge
-    failed a request the variant needed (``judge.status == "failed"``)."""
-
-    query_id: str
-    variant: str
-    ranking: list[int] | None
-    audit: dict[str, Any]
-    cost: dict[str, float]
-    scores: dict[str, float] | None = None
-    rank_variance: float | None = None
-    variance_measured: bool = True
-    candidates: int = 0  # stage-1 candidates
-    survivors: int | None = None  # stage-2 output (variants with stage 2)
-    judge: JudgeOutcome = field(default_factory=JudgeOutcome)
-    doc_type: str | None = None
-    graded: bool = False  # the query has grades (scores None then means the judge failed)
-
-    def as_record(self) -> dict[str, Any]:
-        return {
-            "id": self.query_id,
-            "variant": self.variant,
-            "doc_type": self.doc_type,
-            "ranking": self.ranking,
-            "scores": self.scores,
-            "rank_variance": self.rank_variance,
-            "rank_variance_measured": self.variance_measured if self.rank_variance is not None else None,
-            "candidates": {"stage1": self.candidates, "stage2": self.survivors},
-            "judge": self.judge.as_dict(),
-            "cost": self.cost,
-            "audit": self.audit,
-        }
-
-
-@dataclass
-class StageCount:
-    """Requests of a stage, how many failed (no answer) or stayed unparsable after the
-    re-asks, and what the stage cost (every call, re-asks included, over the whole run)."""
-
-    requests: int = 0
-    failed: int = 0
-    unparsed: int = 0
-    cost: Cost = field(default_factory=Cost)
-    first_error: str | None = None
-
-    @property
-    def unusable(self) -> int:
-        return self.failed + self.unparsed
-
-
-@dataclass
-class RunResult:
-    results: list[VariantResult]
-    stages: dict[str, StageCount] = field(default_factory=dict)
-    card_cost: Cost = field(default_factory=Cost)
-    distinct_chunks: int = 0
-    spans_kept: int = 0  # verbatim numeric spans on the judge's cards
-    spans_dropped: int = 0  # spans the judge wrote that the chunk does not hold
-
-    @property
-    def failed(self) -> int:
-        return sum(c.failed for c in self.stages.values())
-
-    @property
-    def unparsed(self) -> int:
-        return sum(c.unparsed for c in self.stages.values())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -545,17 +444,17 @@ def variant_result(state: QueryState, qi: int, variant: str, run: _Run) -> Varia
         if variant in SCREENING_VARIANTS:
             audit["intent"] = state.intent
             audit["quotas"] = state.quotas
-            audit["stage2"] = _stage2_audit(state.groups, state.picks, state.kept)
+            audit["stage2"] = stage2_audit(state.groups, state.picks, state.kept)
             cost = cost + run.cost([("intent", qi), ("screening", qi)])
         if t is not None:
-            audit["stage3"] = _stage3_audit(t)
+            audit["stage3"] = stage3_audit(t)
             cost = cost + run.cost([(f"tournament:{variant}", qi)])
             head = t.final_order()
             variance, measured = t.rank_variance(), t.variance_measured
         else:
             head = [p.chunk for p in state.kept]
         ranking = fill_ranking(head, s1.order)
-        why = _why(head, state.kept if variant in SCREENING_VARIANTS else [], t)
+        why = why_placed(head, state.kept if variant in SCREENING_VARIANTS else [], t)
     for c in ranking:
         why.setdefault(c, f"not placed by {variant}: BM25 order (rank {state.bm25_rank[c]})")
     with_cards = variant in CARD_VARIANTS
@@ -588,70 +487,3 @@ def variant_result(state: QueryState, qi: int, variant: str, run: _Run) -> Varia
         audit["cards"] = {str(c): state.cards[c] for c in ranking[: run.config.k] if c in state.cards}
     result.scores = rank_metrics(ranking, q.qrel, run.config.k) if q.qrel is not None else None
     return result
-
-
-# ---------------------------------------------------------------------------------------------
-# Audit pieces
-
-
-def _stage2_audit(groups, picks_per_group, kept) -> dict[str, Any]:
-    return {
-        "groups": [
-            {
-                "group": gi,
-                "chunks": group,
-                "kept": [{"id": p.chunk, "score": p.score, "reason": p.reason, "via": p.via} for p in picks],
-            }
-            for gi, (group, picks) in enumerate(zip(groups, picks_per_group))
-        ],
-        "kept": [p.chunk for p in kept],
-    }
-
-
-def _stage3_audit(t: tournament.Tournament) -> dict[str, Any]:
-    return {
-        "candidates": len(t.prior),
-        "group_size": t.size,
-        "rounds": [
-            # top_k: the round's own ranking; running_top_k: the aggregate after the round,
-            # which the stop rule (jaccard) and the rank variance look at
-            {"groups": groups, "top_k": order[: t.top_k], "running_top_k": running[: t.top_k], "jaccard": similarity}
-            for groups, order, running, similarity in zip(t.rounds, t.round_orders, t.running_orders, t.similarities)
-        ],
-        "stopped": t.stopped,
-        "aggregation": t.aggregation,
-        "regroup": t.regroup,
-        "points": {str(c): round(p, 4) for c, p in t.points().items()},
-        "rank_variance": t.rank_variance(),
-        "rank_variance_measured": t.variance_measured,
-    }
-
-
-_AGGREGATE_LABEL = {"borda": "Borda", "mean_rank": "minus mean rank", "votes": "votes"}
-
-
-def _why(head: Sequence[int], kept: Sequence[screening.Pick], t: tournament.Tournament | None) -> dict[int, str]:
-    """Why each chunk of a stage's output is where it is: its Borda points and per-round
-    ranks (stage 3), its stage-2 score, group, reason and whether a quota added it."""
-    stage2 = {p.chunk: p for p in kept}
-    points = t.points() if t is not None else {}
-    reasons = {}
-    for position, chunk in enumerate(head, start=1):
-        parts = []
-        if t is not None:
-            rounds = ", ".join(map(str, t.round_positions(chunk)))
-            running = ", ".join(map(str, t.running_positions(chunk)))
-            parts.append(
-                f"{_AGGREGATE_LABEL[t.aggregation]} {points[chunk]:.2f} over {len(t.rounds)} rounds "
-                f"(round ranks {rounds}; running ranks {running})"
-            )
-        if chunk in stage2:
-            pick = stage2[chunk]
-            note = f"stage-2 score {pick.score:g} in group {pick.group}"
-            if pick.via != "judge":
-                note += f" [{pick.via}]"
-            if pick.reason:
-                note += f": {pick.reason}"
-            parts.append(note)
-        reasons[chunk] = "; ".join(parts) or f"position {position}"
-    return reasons

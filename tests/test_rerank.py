@@ -517,8 +517,10 @@ JUNK = st.one_of(st.none(), st.text(max_size=400), st.binary(max_size=400), st.i
 @settings(max_examples=150, deadline=None)
 @given(JUNK)
 def test_parsers_never_raise_on_junk(junk):
-    for value in (parse_json_object(junk), parse_card(junk), parse_intent(junk)):
+    for value in (parse_json_object(junk), parse_card(junk), parse_intent(junk), corecard.parse_card(junk, "$5 million")):
         assert value is None or isinstance(value, dict)
+    core = corecard.parse_card(junk, "Revenue was $5 million in 2025.")
+    assert core is None or all(rules.verbatim(span, "Revenue was $5 million in 2025.") for span in core["numeric_spans"])
     assert parse_selection(junk, [1, 2, 3]) is None or all(c in (1, 2, 3) for c, _, _ in parse_selection(junk, [1, 2, 3]))
     assert parse_listwise(junk, [1, 2, 3]) is None or set(parse_listwise(junk, [1, 2, 3])) <= {1, 2, 3}
 
@@ -533,6 +535,20 @@ def test_truncated_json_objects_repair_to_a_dict_or_nothing(value, cut):
     repaired = parse_json_object(text[:cut])
     assert repaired is None or isinstance(repaired, dict)
     assert parse_json_object(text) == {"payload": value}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.text(alphabet="$%.,0123456789 abcmillion\n", max_size=20), max_size=12),
+       st.text(alphabet="$%.,0123456789 abcmillion\n", max_size=200))
+def test_a_core_card_keeps_exactly_the_spans_its_chunk_holds(spans, chunk):
+    card = corecard.parse_card(json.dumps({"numeric_spans": spans}), chunk)
+    kept, dropped = card["numeric_spans"], card["checks"]["spans_dropped"]
+    assert all(rules.has_digit(s) and rules.squash(s) in rules.squash(chunk) for s in kept)
+    assert all(not rules.has_digit(s) or rules.squash(s) not in rules.squash(chunk) for s in dropped)
+    written = [s.strip() for s in spans if s.strip()]
+    assert len(kept) + len(dropped) <= len(written) and set(kept) | set(dropped) <= set(written)
+    assert all(rules.squash(chunk[a:b]).lower() == rules.squash(v).lower() or f == "period"
+               for f, v, (a, b) in ((e["field"], e["value"], e["span"]) for e in card["evidence"]))
 
 
 def test_megabyte_inputs_are_handled():

@@ -8,6 +8,10 @@ Variants (rows of the paper's table):
 * ``s1+s2``: stage 1, cards and intent, then stage-2 screening (its order is the ranking);
 * ``full``: stage 1, cards, intent, stage-2 screening, then the tournament over its top 50.
 
+:class:`FinCardsConfig` holds every knob, the paper's Table 2 card ablations
+(:mod:`~lm_eval_fin.rerank.cardview`) and Table 3 stage-3 strategies
+(:mod:`~lm_eval_fin.rerank.tournament`) among them; the defaults are the full method.
+
 Stages run in this order, each as one judge batch across all queries (and across the variants
 that share it): cards (one request per distinct chunk among all stage-1 candidates, shared
 by every query on the same filing), intents, the zero-shot pass, stage-2 screening, then the
@@ -462,8 +466,9 @@ def variant_result(state: QueryState, qi: int, variant: str, run: _Run) -> Varia
     if with_cards:
         cost_fields = {name: value + state.card_share[name] for name, value in cost_fields.items()}
     result = VariantResult(
-        q.id, variant, ranking, audit, cost_fields, None, variance, measured, len(s1.candidates),
-        len(state.kept) if variant in SCREENING_VARIANTS else None, outcome, q.doc_type, q.qrel is not None,
+        q.id, variant, ranking, audit, cost_fields, rank_variance=variance, variance_measured=measured,
+        candidates=len(s1.candidates), survivors=len(state.kept) if variant in SCREENING_VARIANTS else None,
+        judge=outcome, doc_type=q.doc_type, graded=q.qrel is not None,
     )
     if outcome.status == "failed":
         # the judge did not answer something this ranking needs: not a ranking of the method

@@ -7,6 +7,9 @@
    order, so the tournament converges as early as the stop rule allows): the figure the
    paper's cost discussion turns on. Peer for the card-based variants: the same pipeline if
    cards were written per query instead of once per chunk.
+3. Judge calls per query of the full pipeline under the Table 3 strategies (single round,
+   fixed grouping, mean-rank and voting aggregation, no early stop), same judge; peer: the
+   default bootstrap with early stop.
 """
 
 from __future__ import annotations
@@ -59,8 +62,10 @@ def plain_bm25_order(question: str, chunks: dict[int, str], k1: float = 1.5, b: 
 
 
 class OrderKeepingJudge:
-    """Answers instantly: cards and intents with fixed fields, selections and rankings in
-    the order the candidates were shown."""
+    """Answers instantly: cards and intents with fixed fields, selections in the order the
+    candidates were shown (BM25 order), stage-3 rankings by chunk id (one fixed preference,
+    so a tournament converges as early as its stop rule allows), the llm baseline in the
+    order shown."""
 
     spec = "bench:order-keeping"
 
@@ -74,13 +79,15 @@ class OrderKeepingJudge:
         kind = request.json_schema["title"]
         content = request.messages[-1]["content"]
         ids = [int(x) for x in re.findall(r"^\[(?:Chunk Index )?(\d+)\]", content, re.MULTILINE)]
-        if kind == "fincards_card":
-            return json.dumps({"role": "primary_evidence", "sketch": content[7:60]})
+        if kind == "fincards_core_card":
+            return json.dumps({"topic": "Revenue", "metrics": ["revenue"], "summary": content[7:60], "numeric_spans": []})
         if kind == "fincards_intent":
             return json.dumps({"relation": "lookup", "metrics": ["revenue"]})
         if kind == "fincards_screening":
             low = int(re.search(r"Keep between (\d+)", content).group(1))
             return json.dumps({"selected": [{"id": i, "score": 90 - n, "reason": ""} for n, i in enumerate(ids[:low])]})
+        if kind == "fincards_ranking":
+            return json.dumps({"ranking": sorted(ids)})
         return json.dumps({"ranking": ids})
 
 
@@ -131,7 +138,32 @@ def run() -> list[dict]:
                 "note": "peer: cards written per query instead of once per chunk" if peer else "no cards",
             }
         )
+    default = _full_calls(queries, FinCardsConfig())
+    strategies = {
+        "single round": {"max_rounds": 1}, "fixed grouping": {"regroup": False},
+        "mean-rank aggregation": {"aggregation": "mean_rank"}, "voting aggregation": {"aggregation": "votes"},
+        "no early stop": {"early_stop": False},
+    }
+    for name, changes in strategies.items():
+        calls = _full_calls(queries, FinCardsConfig(**changes))
+        rows.append(
+            {
+                "figure": f"FinCARDS judge calls per query, full, {name} ({len(queries)} queries)",
+                "ours": calls,
+                "peer": default,
+                "ratio": calls / default,
+                "unit": "calls",
+                "note": "peer: the default bootstrap (random regrouping, Borda, Jaccard stop)",
+            }
+        )
     return rows
+
+
+def _full_calls(queries, config) -> float:
+    from lm_eval_fin.rerank import run_fincards
+
+    results = run_fincards(queries, OrderKeepingJudge(), ("full",), config).results
+    return sum(r.cost["calls"] for r in results) / len(results)
 
 
 if __name__ == "__main__":

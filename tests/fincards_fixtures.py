@@ -2,6 +2,8 @@
 
 The judge answers each FinCARDS request kind (recognised by its JSON schema's title) by word
 overlap with the question, so the stage logic can be tested with answers we can predict.
+It can also leave kinds unusable (``broken``: an answer no parser reads) or fail them
+(``failing``: no answer at all, as when the judge's server is down).
 """
 
 import json
@@ -25,14 +27,24 @@ QUERIES = [
 ]
 
 
-def filing_records(with_qrel=True):
+def filing_records(with_qrel=True, doc_type=None):
+    """The two queries on FILING; ``doc_type`` is written as the records' ``doc_type`` field."""
     records = []
     for uid, question, qrel in QUERIES:
         record = {"uuid": uid, "messages": [{"role": "user", "content": chunk_prompt(question, FILING)}]}
         if with_qrel:
             record["qrel"] = qrel
+        if doc_type is not None:
+            record["doc_type"] = doc_type
         records.append(record)
     return records
+
+
+# A 10-Q's cover chunk: the rules read the filing type from it.
+COVER_10Q = (
+    "UNITED STATES SECURITIES AND EXCHANGE COMMISSION\nFORM 10-Q\nQUARTERLY REPORT PURSUANT TO SECTION 13 OR 15(d) "
+    "OF THE SECURITIES EXCHANGE ACT OF 1934\nFor the quarterly period ended March 31, 2025. See also our Form 10-K."
+)
 
 
 def write_filing(path, with_qrel=True):
@@ -68,18 +80,25 @@ def _by_overlap(question, texts):
 class LexicalJudge:
     """Deterministic stand-in for an LLM judge: word overlap decides everything.
 
-    ``broken`` kinds get an unusable answer. ``requests`` records every request it saw.
+    ``broken`` kinds get an unusable answer, ``failing`` kinds no answer (an error).
+    ``requests`` records every request it saw.
     """
 
     spec = "test:lexical"
 
-    def __init__(self, broken=()):
+    def __init__(self, broken=(), failing=()):
         self.broken = set(broken)
+        self.failing = set(failing)
         self.requests = []
 
     def complete(self, requests, desc="judge"):
         self.requests.extend(requests)
-        return [JudgeResponse(self._answer(r), prompt_tokens=10, completion_tokens=2) for r in requests]
+        return [self._respond(r) for r in requests]
+
+    def _respond(self, request):
+        if request.json_schema["title"] in self.failing:
+            return JudgeResponse(None, error="connection refused")
+        return JudgeResponse(self._answer(request), prompt_tokens=10, completion_tokens=2)
 
     def _answer(self, request):
         kind = request.json_schema["title"]
@@ -87,6 +106,20 @@ class LexicalJudge:
             return "I would rather not say."
         content = request.messages[-1]["content"]
         question = _question(content)
+        if kind == "fincards_core_card":
+            text = content.split("Chunk:\n", 1)[1].rsplit("\n\nEvidence card", 1)[0]
+            years = sorted(set(re.findall(r"20\d\d", text)))
+            figures = re.findall(r"\$[\d,.]+ million|\d+\.\d%", text)
+            return json.dumps({
+                "topic": "Revenue" if "revenue" in text.lower() else "Other",
+                "metrics": [w for w in ("revenue", "net income", "adjusted EBITDA") if w.lower() in text.lower()],
+                "period": f"FY{years[-1]}" if years else "",
+                "entities": ["Northwind Corp"] if "Northwind" in text else [],
+                "section": "MD&A",
+                "summary": " ".join(text.split()[:12]),
+                # the first figure as written, and one the chunk does not hold (the check drops it)
+                "numeric_spans": figures[:1] + (["$999.9 million"] if figures else []),
+            })
         if kind == "fincards_card":
             text = content.split("Chunk:\n", 1)[1].rsplit("\n\nEvidence card", 1)[0]
             table = "|" in text

@@ -1,6 +1,7 @@
 """FinCARDS stage logic: hand-computed cases for the pure functions, tolerant parsers, and the
 whole pipeline driven by a deterministic lexical judge (tests/fincards_fixtures.py)."""
 
+import dataclasses
 import json
 import math
 import random
@@ -18,6 +19,10 @@ from lm_eval_fin.rerank import (
     VARIANTS,
     FinCardsConfig,
     bm25,
+    cardview,
+    corecard,
+    doctype,
+    rules,
     run_fincards,
     screening,
     tournament,
@@ -25,7 +30,8 @@ from lm_eval_fin.rerank import (
 )
 from lm_eval_fin.rerank.audit import card_matches, fill_ranking
 from lm_eval_fin.rerank.cards import card_request, chunk_key, fallback_card, parse_card
-from lm_eval_fin.rerank.intent import coverage_quotas, parse_intent, satisfies_quota
+from lm_eval_fin.rerank.cardview import fills_quota as satisfies_quota
+from lm_eval_fin.rerank.intent import coverage_quotas, parse_intent
 from lm_eval_fin.rerank.screening import Pick, group_picks, merge_picks, parse_selection, round_robin_groups
 from lm_eval_fin.rerank.tournament import (
     Tournament,
@@ -37,8 +43,9 @@ from lm_eval_fin.rerank.tournament import (
     rank_variance,
     round_points,
 )
-from tests.finagentbench_fixtures import chunk_prompt
-from tests.fincards_fixtures import FILING, LexicalJudge, filing_records, write_filing
+from tests.finagentbench_fixtures import chunk_prompt, write_jsonl
+from tests.fincards_fixtures import COVER_10Q, FILING, LexicalJudge, filing_records, write_filing
+from tests.openai_server import ServerProcess, closed_port
 
 # ---------------------------------------------------------------------------------------------
 # Stage 1
@@ -325,7 +332,7 @@ def test_jaccard_stop_needs_two_agreeing_rounds():
         groups = t.plan_round()
         t.record_round(answer(groups), groups)
     assert t.stopped == "converged" and len(t.rounds) == 2 and t.similarities == [None, 1.0]
-    assert t.final_order() == pool and t.rank_variance() == 0.0
+    assert t.final_order() == pool and t.rank_variance() == 0.0 and t.variance_measured
 
 
 def test_stop_rule_compares_the_aggregate_top_k_of_consecutive_rounds():
@@ -353,25 +360,82 @@ def test_random_answers_report_rank_variance():
 
 
 def test_rank_variance_by_hand():
-    assert rank_variance([["a", "b", "c"], ["b", "a", "c"], ["a", "c", "b"]], ["a", "b"]) == pytest.approx(
-        ((2 / 9) + (2 / 3)) / 2  # a at 1,2,1; b at 2,1,3
-    )
-    assert rank_variance([["a", "b"]], ["a"]) is None
+    # normalised ranks (r - 1) / (g - 1) in groups of 3: a at 0, 0.5, 0; b at 0.5, 0, 1
+    rounds = [[["a", "b", "c"]], [["b", "a", "c"]], [["a", "c", "b"]]]
+    var_a = ((0 - 1 / 6) ** 2 * 2 + (0.5 - 1 / 6) ** 2) / 2  # sample variance: n - 1 = 2
+    var_b = ((0.5 - 0.5) ** 2 + (0 - 0.5) ** 2 + (1 - 0.5) ** 2) / 2
+    assert rank_variance(rounds, ["a", "b"]) == pytest.approx((var_a + var_b) / 2)
+    assert rank_variance(rounds, ["a"]) == pytest.approx(1 / 12)
+    # a chunk placed alike in every round has none, whatever its group
+    assert rank_variance([[["a", "b"], ["c", "d"]], [["a", "c"], ["b", "d"]]], ["a"]) == 0.0
+    assert rank_variance([], ["a"]) is None and rank_variance(rounds, []) is None
 
 
-def test_rank_variance_follows_the_running_order_not_each_round():
+def test_one_round_gets_the_variance_of_a_random_ranking_in_its_groups():
+    # a uniformly random rank in a group of g: (g + 1) / (12 (g - 1)); 1/4 for g = 2
+    assert tournament.random_rank_variance(2) == 0.25
+    assert tournament.random_rank_variance(3) == pytest.approx(sum((x - 0.5) ** 2 for x in (0, 0.5, 1)) / 3)
+    assert tournament.random_rank_variance(1001) == pytest.approx(1 / 12, rel=1e-2)
+    assert rank_variance([[["a", "b"], ["c", "d", "e"]]], ["a", "c"]) == pytest.approx((0.25 + 4 / 24) / 2)
+    t = Tournament(list(range(12)), seed=0, top_k=3, max_rounds=1)
+    groups = t.plan_round()
+    t.record_round([sorted(g) for g in groups], groups)
+    assert t.finished and not t.variance_measured
+    assert t.rank_variance() == pytest.approx(13 / (12 * 11))  # one group of 12
+    assert Tournament([5], seed=0, top_k=3).rank_variance() is None  # nothing to rank
+
+
+def test_rank_variance_measures_how_a_top_chunk_moves_between_rounds():
     t = Tournament(list("abcd"), seed=0, top_k=2, max_rounds=3)
     t.record_round([list("ab"), list("cd")], [list("ab"), list("cd")])  # a 1, c 1, b 0, d 0
     t.record_round([list("ca"), list("bd")], [list("ac"), list("bd")])  # c 1, b 1, a 0, d 0
     # running totals: after round 1 a, c, b, d; after round 2 c 2, a 1, b 1, d 0: c, a, b, d
     assert t.running_orders == [list("acbd"), list("cabd")]
-    assert t.round_orders == [list("acbd"), list("bcad")]
-    assert t.final_order()[:2] == ["c", "a"] and t.stopped == "converged"
-    # c at 2 then 1, a at 1 then 2: variance 0.25 each; each round's own ranking would give
-    # a at 1 then 3 (1.0) and c at 2 and 2 (0.0), 0.5 on average
-    assert t.running_positions("c") == [2, 1] and t.round_positions("a") == [1, 3]
+    assert t.final_order()[:2] == ["c", "a"] and t.stopped == "converged" and t.variance_measured
+    # normalised ranks: c first both times (0, 0), a first then last (0, 1): variances 0 and 0.5
     assert t.rank_variance() == pytest.approx(0.25)
-    assert rank_variance(t.round_orders, ["c", "a"]) == pytest.approx(0.5)
+    assert t.running_positions("c") == [2, 1] and t.round_positions("a") == [1, 3]
+
+
+def test_fixed_grouping_keeps_the_members_and_shuffles_the_order():
+    fixed = Tournament(list(range(40)), seed=1, top_k=5, regroup=False)
+    first = fixed.plan_round()
+    fixed.record_round(first, first)
+    second = fixed.plan_round()
+    assert [sorted(g) for g in second] == [sorted(g) for g in first] and second != first
+    moving = Tournament(list(range(40)), seed=1, top_k=5)
+    groups = moving.plan_round()
+    moving.record_round(groups, groups)
+    assert [sorted(g) for g in moving.plan_round()] != [sorted(g) for g in groups]
+
+
+def _one_round(aggregation):
+    t = Tournament(list("abcdef"), seed=0, top_k=2, max_rounds=1, aggregation=aggregation)
+    groups = [list("ab"), list("cdef")]
+    t.record_round(groups, groups)
+    return t
+
+
+def test_mean_rank_and_votes_aggregate_differently_from_borda():
+    # groups of 2 and 4: Borda normalises by size (b last of 2 scores 0, d second of 4 scores 2/3)
+    assert _one_round("borda").final_order() == list("acdebf")
+    # mean raw rank: a 1, c 1, b 2, d 2, e 3, f 4
+    assert _one_round("mean_rank").final_order() == list("acbdef")
+    # votes for each group's share of the top 2: ceil(2 * 2 / 6) = 1 of a, ceil(2 * 4 / 6) = 2 of c, d
+    assert _one_round("votes").points() == {"a": 1.0, "b": 0.0, "c": 1.0, "d": 1.0, "e": 0.0, "f": 0.0}
+    assert _one_round("votes").final_order() == list("acdbef")
+    with pytest.raises(ValueError, match="aggregation"):
+        Tournament(list("ab"), seed=0, top_k=1, aggregation="median")
+
+
+def test_no_early_stop_runs_every_round():
+    pool = list(range(12))
+    for early_stop, rounds in ((True, 2), (False, 5)):
+        t = Tournament(pool, seed=0, top_k=5, early_stop=early_stop)
+        while not t.finished:
+            groups = t.plan_round()
+            t.record_round(_Scripted(pool)(groups), groups)
+        assert len(t.rounds) == rounds and t.rank_variance() == 0.0
 
 
 def test_unparsable_and_partial_group_answers_fall_back_to_prior_order():
@@ -453,8 +517,10 @@ JUNK = st.one_of(st.none(), st.text(max_size=400), st.binary(max_size=400), st.i
 @settings(max_examples=150, deadline=None)
 @given(JUNK)
 def test_parsers_never_raise_on_junk(junk):
-    for value in (parse_json_object(junk), parse_card(junk), parse_intent(junk)):
+    for value in (parse_json_object(junk), parse_card(junk), parse_intent(junk), corecard.parse_card(junk, "$5 million")):
         assert value is None or isinstance(value, dict)
+    core = corecard.parse_card(junk, "Revenue was $5 million in 2025.")
+    assert core is None or all(rules.verbatim(span, "Revenue was $5 million in 2025.") for span in core["numeric_spans"])
     assert parse_selection(junk, [1, 2, 3]) is None or all(c in (1, 2, 3) for c, _, _ in parse_selection(junk, [1, 2, 3]))
     assert parse_listwise(junk, [1, 2, 3]) is None or set(parse_listwise(junk, [1, 2, 3])) <= {1, 2, 3}
 
@@ -469,6 +535,20 @@ def test_truncated_json_objects_repair_to_a_dict_or_nothing(value, cut):
     repaired = parse_json_object(text[:cut])
     assert repaired is None or isinstance(repaired, dict)
     assert parse_json_object(text) == {"payload": value}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.text(alphabet="$%.,0123456789 abcmillion\n", max_size=20), max_size=12),
+       st.text(alphabet="$%.,0123456789 abcmillion\n", max_size=200))
+def test_a_core_card_keeps_exactly_the_spans_its_chunk_holds(spans, chunk):
+    card = corecard.parse_card(json.dumps({"numeric_spans": spans}), chunk)
+    kept, dropped = card["numeric_spans"], card["checks"]["spans_dropped"]
+    assert all(rules.has_digit(s) and rules.squash(s) in rules.squash(chunk) for s in kept)
+    assert all(not rules.has_digit(s) or rules.squash(s) not in rules.squash(chunk) for s in dropped)
+    written = [s.strip() for s in spans if s.strip()]
+    assert len(kept) + len(dropped) <= len(written) and set(kept) | set(dropped) <= set(written)
+    assert all(rules.squash(chunk[a:b]).lower() == rules.squash(v).lower() or f == "period"
+               for f, v, (a, b) in ((e["field"], e["value"], e["span"]) for e in card["evidence"]))
 
 
 def test_megabyte_inputs_are_handled():
@@ -497,6 +577,8 @@ def test_card_matches_flag_period_mismatches():
 # The pipeline with the lexical judge
 
 SMALL = FinCardsConfig(group_size=3, min_keep=1, max_keep=2, top_n=4)
+ALL_KINDS = {"fincards_core_card", "fincards_card", "fincards_intent", "fincards_screening", "fincards_ranking",
+             "fincards_zeroshot"}
 
 
 def test_every_variant_ranks_every_chunk_and_books_its_cost():
@@ -511,7 +593,7 @@ def test_every_variant_ranks_every_chunk_and_books_its_cost():
     by = {(r.query_id, r.variant): r for r in run.results}
     # cards: one request per distinct chunk for both queries, which share every card
     kinds = [r.json_schema["title"] for r in judge.requests]
-    assert kinds.count("fincards_card") == len(FILING) == run.distinct_chunks
+    assert kinds.count("fincards_core_card") == len(FILING) == run.distinct_chunks
     assert by[("q-trend", "bm25")].cost["calls"] == 0
     assert by[("q-trend", "llm")].cost["calls"] == 1
     assert by[("q-trend", "s1+s2")].cost["calls"] == len(FILING) / 2 + 1 + 2  # card share + intent + 2 groups
@@ -547,16 +629,18 @@ def test_each_stage_is_one_batch_across_queries():
 
 def test_an_unusable_judge_leaves_bm25_order_and_is_counted():
     queries = queries_from_records(filing_records())
-    broken = LexicalJudge(broken={"fincards_card", "fincards_intent", "fincards_screening", "fincards_ranking",
-                                  "fincards_zeroshot"})
+    broken = LexicalJudge(broken=ALL_KINDS)
     run = run_fincards(queries, broken, VARIANTS, FinCardsConfig(max_attempts=2))
     bm25_order = {r.query_id: r.ranking for r in run.results if r.variant == "bm25"}
     for result in run.results:
         assert result.ranking == bm25_order[result.query_id], result.variant
-    assert all(c.unusable == c.requests > 0 for c in run.stages.values())
+    assert all(c.unparsed == c.requests > 0 and c.failed == 0 for c in run.stages.values())
     assert len(broken.requests) == 2 * sum(c.requests for c in run.stages.values())  # every request re-asked once
     card = run.results[-1].audit["final"][0]
     assert card["card_source"] == "fallback"
+    # the fallbacks are scored, and every variant that used one says so
+    assert {r.judge.status for r in run.results if r.variant != "bm25"} == {"fallback"}
+    assert all(r.scores is not None for r in run.results)
 
 
 def test_fixed_seed_is_reproducible_and_seeds_change_the_groups():
@@ -680,6 +764,134 @@ def test_costs_follow_requests_through_re_asks_and_duplicates():
     assert metered.cost(["a", "c"]).calls == 4
 
 
+def _card_lines(judge, kind="fincards_screening"):
+    return [line for r in judge.requests if r.json_schema["title"] == kind
+            for line in r.messages[-1]["content"].splitlines() if re.match(r"\[\d+\] ", line)]
+
+
+def test_core_cards_keep_only_verbatim_spans_and_link_their_fields():
+    run = run_fincards(queries_from_records(filing_records()), LexicalJudge(), ("s1+s2",), SMALL)
+    # the judge copied the first figure of each chunk that has one, and made one up
+    with_figures = [t for t in FILING if re.search(r"\$[\d,.]+ million|\d+\.\d%", t)]
+    assert run.spans_kept == run.spans_dropped == len(with_figures) == 3
+    cards = {int(c): card for r in run.results for c, card in r.audit["cards"].items()}
+    assert len(cards) == len(FILING)
+    for chunk, card in cards.items():
+        text = FILING[chunk]
+        assert card["kind"] == "core" and card["source"] == "judge"
+        assert all(span in text for span in card["numeric_spans"])
+        assert card["checks"]["spans_dropped"] == (["$999.9 million"] if card["numeric_spans"] else [])
+        for link in card["evidence"]:
+            start, end = link["span"]
+            assert text[start:end].lower() == link["value"].lower() or link["field"] == "period"
+    revenue = cards[1]
+    assert revenue["numeric_spans"] == ["$1,240.5 million"]
+    assert revenue["triple"] == {"entity": "", "metric": "revenue", "period": "FY2025"}
+    assert {(e["field"], e["value"]) for e in revenue["evidence"]} == {
+        ("metrics", "revenue"), ("numeric_spans", "$1,240.5 million"), ("period", "FY2025")}
+    table = cards[2]["aux"]["table"]
+    assert table == {"present": True, "rows": 3, "periods": ["FY2025", "FY2024"], "change_column": True, "total_row": False}
+    assert cards[4]["aux"]["boilerplate"] and cards[3]["aux"]["defines_metric"]
+
+
+def test_the_rules_read_spans_periods_tables_and_sections():
+    text = "Item 7. Management's Discussion\nRevenue was $1,240.5 million in fiscal 2025, up 8.2%; Q3 2024 EPS $0.35."
+    assert rules.numeric_spans(text) == ["$1,240.5 million", "8.2%", "$0.35"]
+    assert rules.periods(text) == ["FY2025", "Q3 FY2024"]
+    assert rules.section(text) == "MD&A" and not rules.heading(text) and rules.heading("Item 1A. Risk Factors")
+    assert rules.verbatim("$1,240.5\nmillion", text) and not rules.verbatim("$1,240 million", text)
+    assert not rules.table_signature(text)["present"]
+    card = corecard.parse_card('{"numeric_spans": ["8.2%", "8.20%", "eight", 9], "period": ["FY2024", "FY2025"]}', text)
+    assert card["numeric_spans"] == ["8.2%"] and card["checks"]["spans_dropped"] == ["8.20%", "eight", "9"]
+    assert card["period"] == "FY2024-FY2025" and card["section"] == "MD&A" and card["section_from"] == "heading"
+
+
+@pytest.mark.parametrize("group, shown", [("temporal", "period: "), ("metrics", "metrics: "), ("tables", "table ("),
+                                          ("scope", "scope: ")])
+def test_card_field_ablations_hide_their_fields_from_the_judge(group, shown):
+    queries = queries_from_records(filing_records())
+    judges = {}
+    for without in ((), (group,)):
+        judges[without] = LexicalJudge()
+        run_fincards(queries, judges[without], ("full",), dataclasses.replace(SMALL, card_without=without))
+    for kind in ("fincards_screening", "fincards_ranking"):
+        assert any(shown in line for line in _card_lines(judges[()], kind))
+        assert not any(shown in line for line in _card_lines(judges[(group,)], kind))
+
+
+def test_without_tables_no_card_can_fill_the_trend_quota():
+    queries = queries_from_records(filing_records())
+    for without, fits in (((), True), (("tables",), False)):
+        run = run_fincards(queries, LexicalJudge(), ("s1+s2",), dataclasses.replace(SMALL, card_without=without))
+        trend = next(r for r in run.results if r.query_id == "q-trend")
+        labels = [label for entry in trend.audit["final"] for label in entry["card_matches"]]
+        assert ("fits trend quota" in labels) == fits
+
+
+def test_summary_raw_and_b1_card_views():
+    queries = queries_from_records(filing_records())
+    judge = LexicalJudge()
+    run_fincards(queries, judge, ("full",), dataclasses.replace(SMALL, card_view="summary"))
+    assert all(re.match(r"\[\d+\] summary: \S", line) for line in _card_lines(judge))
+    judge = LexicalJudge()
+    run = run_fincards(queries, judge, ("full",), dataclasses.replace(SMALL, card_view="raw", raw_chars=40))
+    kinds = {r.json_schema["title"] for r in judge.requests}
+    assert "fincards_core_card" not in kinds and run.stages.get("cards") is None
+    lines = _card_lines(judge) + _card_lines(judge, "fincards_ranking")
+    assert lines and all(line.split("] ", 1)[1].rstrip(" …") in " ".join(FILING[int(line[1])].split()) for line in lines)
+    assert {entry["card_source"] for r in run.results for entry in r.audit["final"]} == {"rules"}
+    judge = LexicalJudge()
+    run = run_fincards(queries, judge, VARIANTS, dataclasses.replace(SMALL, card_kind="b1"))
+    assert [r.json_schema["title"] for r in judge.requests].count("fincards_card") == len(FILING)
+    assert all(sorted(r.ranking) == list(range(len(FILING))) for r in run.results)
+    assert cardview.without(fallback_card("x"), ["temporal", "scope"]).keys().isdisjoint({"temporal", "scope"})
+
+
+def test_table3_strategies_through_the_pipeline():
+    queries = queries_from_records(filing_records())
+
+    def tournaments(**changes):
+        run = run_fincards(queries, LexicalJudge(), ("s1+s3",), dataclasses.replace(SMALL, **changes))
+        return run.results
+
+    single = tournaments(max_rounds=1)
+    assert all(len(r.audit["stage3"]["rounds"]) == 1 and not r.variance_measured for r in single)
+    assert all(r.rank_variance == pytest.approx(tournament.random_rank_variance(len(FILING))) for r in single)
+    assert all(len(r.audit["stage3"]["rounds"]) == 5 and r.variance_measured for r in tournaments(early_stop=False))
+    voted = tournaments(aggregation="votes", regroup=False)
+    assert {(r.audit["stage3"]["aggregation"], r.audit["stage3"]["regroup"]) for r in voted} == {("votes", False)}
+    with pytest.raises(ValueError, match="card field group"):
+        FinCardsConfig(card_without=("sketch",))
+
+
+def test_a_judge_that_does_not_answer_leaves_no_score_and_no_ranking():
+    queries = queries_from_records(filing_records())
+    judge = LexicalJudge(failing=ALL_KINDS)
+    run = run_fincards(queries, judge, VARIANTS, SMALL)
+    for result in run.results:
+        if result.variant == "bm25":
+            assert result.judge.status == "ok" and result.scores is not None
+        else:
+            assert result.judge.status == "failed" and result.ranking is None and result.scores is None
+            assert result.judge.first_error == "connection refused"
+    # later stages of a query whose cards or intent failed are not asked at all
+    assert {stage: (c.requests, c.failed, c.unparsed) for stage, c in run.stages.items()} == {
+        "cards": (6, 6, 0), "intent": (2, 2, 0), "llm": (2, 2, 0)}
+    assert run.failed == 10 and run.unparsed == 0
+    assert len(judge.requests) == 10  # a failed request is not re-asked as if unparsable
+
+
+def test_a_failed_stage_costs_only_the_variants_that_need_it():
+    queries = queries_from_records(filing_records())
+    run = run_fincards(queries, LexicalJudge(failing={"fincards_ranking"}), VARIANTS, SMALL)
+    status = {(r.query_id, r.variant): r.judge.status for r in run.results}
+    assert {v: status[("q-trend", v)] for v in VARIANTS} == {
+        "bm25": "ok", "llm": "ok", "s1+s3": "failed", "s1+s2": "ok", "full": "failed"}
+    assert run.stages["tournament"].failed == run.stages["tournament"].requests > 0
+    run = run_fincards(queries, LexicalJudge(failing={"fincards_zeroshot"}), VARIANTS, SMALL)
+    assert {r.variant for r in run.results if r.judge.status == "failed"} == {"llm"}
+
+
 # ---------------------------------------------------------------------------------------------
 # The CLI in-process, without a judge
 
@@ -726,8 +938,8 @@ def test_cli_prints_the_cost_of_each_stage(tmp_path, capsys, monkeypatch):
     stage_lines = {line.split()[0]: line for line in printed if line.startswith("  ") and "calls" in line}
     assert list(stage_lines) == ["cards", "intent", "llm", "screening", "tournament"]
     # 6 cards, one call each at 10 prompt and 2 completion tokens
-    assert stage_lines["cards"].split() == ["cards", "6", "requests,", "0", "unusable,", "6", "calls", "(0", "cached),",
-                                            "60", "prompt", "+", "12", "completion", "tokens"]
+    assert stage_lines["cards"].split() == ["cards", "6", "requests,", "0", "failed,", "0", "unparsable,", "6", "calls",
+                                            "(0", "cached),", "60", "prompt", "+", "12", "completion", "tokens"]
 
 
 def test_cli_errors_are_clear(tmp_path, capsys, monkeypatch):
@@ -741,9 +953,124 @@ def test_cli_errors_are_clear(tmp_path, capsys, monkeypatch):
     assert "not JSON" in capsys.readouterr().err
 
 
+def _parse(argv):
+    import argparse
+
+    from lm_eval_fin.judge.options import add_judge_arguments
+
+    parser = argparse.ArgumentParser()
+    add_judge_arguments(parser)
+    cli.add_arguments(parser)
+    return parser.parse_args([str(a) for a in argv])
+
+
+def test_cli_switches_map_to_config_fields():
+    args = _parse(["--data", "x", "--cards", "b1", "--card-without", "temporal,tables", "--card-view", "summary",
+                   "--rounds", "1", "--fixed-groups", "--aggregation", "mean-rank", "--no-early-stop"])
+    config = cli.config_from_args(args, 64)
+    assert (config.card_kind, config.card_without, config.card_view, config.max_rounds, config.regroup,
+            config.aggregation, config.early_stop, config.max_tokens) == (
+        "b1", ("temporal", "tables"), "summary", 1, False, "mean_rank", False, 64)
+    assert config.changes() == {"max_tokens": 64, "card_kind": "b1", "card_without": ("temporal", "tables"),
+                                "card_view": "summary", "max_rounds": 1, "regroup": False, "aggregation": "mean_rank",
+                                "early_stop": False}
+    assert cli.config_from_args(_parse(["--data", "x"]), 1024) == FinCardsConfig()
+    assert _parse(["--data", "x"]).doc_types == ("10-K", "10-Q")
+    for bad in (["--card-without", "sketch"], ["--doc-types", "S-1"]):
+        with pytest.raises(SystemExit):
+            _parse(["--data", "x", *bad])
+
+
+def test_filing_type_is_read_from_a_field_the_prompt_or_the_cover_page():
+    assert doctype.document_type({"form_type": "10q"}, "", []) == ("10-Q", "field")
+    assert doctype.document_type({}, "Question: What does the 10-K say about backlog?", ["x"]) == ("10-K", "prompt")
+    assert doctype.document_type({}, "Rank the chunks.", [COVER_10Q, "Revenue rose."]) == ("10-Q", "cover page")
+    # filings mention other forms all the time: only cover lines count, and two forms decide nothing
+    assert doctype.form_from_cover(["As described in our Annual Report on Form 10-K for fiscal 2024."]) is None
+    assert doctype.form_from_cover(["FORM 10-K", "FORM 10-Q"]) is None
+    assert doctype.form_from_cover(["Operator: Good morning.", "Welcome to the Q3 earnings call."]) == "Earnings"
+    assert doctype.form_in_prompt("Compare the 10-K with the 10-Q") is None
+
+
+def test_cli_keeps_the_paper_filing_types_and_records_them(tmp_path, capsys):
+    eight_k = dict(filing_records()[0], uuid="q-8k", doc_type="8-K")
+    cover = {"uuid": "q-cover", "messages": [{"role": "user", "content": chunk_prompt("Backlog?", [COVER_10Q, *FILING])}],
+             "qrel": {"1": 1}}
+    data = write_jsonl(tmp_path / "chunks.jsonl", [*filing_records(doc_type="10-K"), eight_k, cover])
+    out = tmp_path / "run.jsonl"
+    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--out", out, "--judge", ""])) == 0
+    printed = capsys.readouterr().out
+    assert "document types 10-K, 10-Q: 3 of 4 queries kept (10-K 2, 10-Q 1; type read from: field 2, cover page 1); " \
+           "dropped 8-K 1" in printed
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["id"], r["doc_type"]) for r in records] == [("q-trend", "10-K"), ("q-define", "10-K"), ("q-cover", "10-Q")]
+    summary = json.loads((tmp_path / "run.summary.json").read_text())
+    assert summary["doc_types"]["wanted"] == ["10-K", "10-Q"] and summary["doc_types"]["dropped_by_type"] == {"8-K": 1}
+    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--doc-types", "all", "--judge", ""])) == 0
+    assert "document types all: 4 of 4 queries kept" in capsys.readouterr().out
+    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--doc-types", "DEF14A", "--judge", ""])) == 2
+    assert "no query left" in capsys.readouterr().err
+
+
+def _table_rows(printed):
+    """The printed table's rows by variant (stage lines are indented)."""
+    return {line.split()[0]: line.split() for line in printed.splitlines() if line.split()[:1] and line.split()[0] in VARIANTS
+            and not line.startswith(" ")}
+
+
+# An answer every FinCARDS parser reads, for the six chunks of FILING.
+EVERY_KIND = json.dumps({
+    "topic": "Revenue", "metrics": ["revenue"], "period": "FY2025", "summary": "revenue", "numeric_spans": [],
+    "relation": "lookup", "selected": [{"id": i, "score": 90 - i, "reason": "r"} for i in range(6)],
+    "ranking": list(range(6)),
+})
+
+
+def test_cli_with_the_judge_down_prints_no_scores_exits_1_and_resumes_from_the_cache(tmp_path, judge_cache, capsys):
+    data = write_filing(tmp_path / "chunks.jsonl")
+    fast = ["--judge-max-retries", "0", "--judge-backoff", "0", "--judge-timeout", "5"]
+    argv = ["--data", data, "--variant", "all", "--out", tmp_path / "run.jsonl", *fast]
+    assert cli.main(_parse([*argv, "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m"])) == 1
+    captured = capsys.readouterr()
+    rows = _table_rows(captured.out)
+    assert rows["bm25"][1] != "-" and all(rows[v][1:4] == ["-", "-", "-"] for v in VARIANTS[1:]), captured.out
+    assert all(rows[v][7] == "0/2" for v in VARIANTS[1:])
+    problem = captured.err.strip().splitlines()[-1]
+    assert problem.startswith("lm-eval-fin rerank: the judge failed 10 requests (cards 6, intent 2, llm 2)")
+    assert "no score for llm on 2 of 2" in problem and "resumes from the judge cache" in problem
+    summary = json.loads((tmp_path / "run.summary.json").read_text())
+    assert math.isnan(summary["table"][1]["ndcg"]) and summary["table"][0]["ndcg"] > 0
+    records = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
+    assert {(r["variant"], r["judge"]["status"], r["scores"] is None) for r in records} == {
+        ("bm25", "ok", False), *((v, "failed", True) for v in VARIANTS[1:])}
+
+    with ServerProcess(reply=EVERY_KIND) as server:
+        judge = ["--judge", f"openai:{server.base_url}#m"]
+        assert cli.main(_parse([*argv, *judge])) == 0
+        first_calls = server.stats()["calls"]
+        out = capsys.readouterr().out
+        assert "0 failed, 0 unparsable" in out and "\n  cards" in out
+        rows = _table_rows(out)
+        assert all(rows[v][7] == "2/2" and rows[v][1] != "-" for v in VARIANTS)
+        assert cli.main(_parse([*argv, *judge])) == 0  # every answer from the cache now
+        assert server.stats()["calls"] == first_calls
+
+
+def test_cli_exits_1_when_answers_stay_unparsable(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(cli, "load_judge", lambda spec, options: LexicalJudge(broken={"fincards_intent"}))
+    data = write_filing(tmp_path / "chunks.jsonl")
+    assert cli.main(_parse(["--data", data, "--variant", "s1+s2", "--judge", "x", "--max-attempts", "2"])) == 1
+    captured = capsys.readouterr()
+    assert captured.err.strip() == (
+        "lm-eval-fin rerank: 2 answers stayed unparsable after 2 attempts (intent 2); their fallbacks stood in and "
+        "their queries count under 'fallbk'; a larger --max-attempts asks them again")
+    row = next(line.split() for line in captured.out.splitlines() if line.startswith("s1+s2"))
+    assert row[1] != "-" and row[7:9] == ["2/2", "2"]
+
+
 @pytest.mark.parametrize(
     "module",
-    ["bm25", "cards", "intent", "screening", "tournament", "audit"],
+    ["bm25", "cards", "corecard", "cardview", "rules", "doctype", "intent", "screening", "tournament", "audit"],
 )
 def test_docstring_examples(module):
     import doctest

@@ -1,6 +1,8 @@
-"""FinCARDS evidence cards: one structured card per chunk, written by the judge.
+"""The appendix B.1 card (``--cards b1``): one structured card per chunk, written by the judge.
 
-A card says under which conditions a chunk can serve as evidence (the paper's appendix B.1):
+The default card is section 3.2's (:mod:`~lm_eval_fin.rerank.corecard`); this one follows
+the card prompt of the paper's appendix B.1 and is kept as a variant. It says under which
+conditions a chunk can serve as evidence:
 its role, evidence type, answerability profile, temporal anchor, scope, measurement basis,
 verifiability (numbers, units, comparisons and table cues), risk signals and a one-line
 sketch. Stages 2 and 3 judge chunks from their cards alone, never from the raw text.
@@ -22,11 +24,11 @@ always have a card to show.
 from __future__ import annotations
 
 import hashlib
-import re
 from typing import Any
 
 from lm_eval_fin.jsontext import as_enum, as_flag, as_share, as_strings, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
+from lm_eval_fin.rerank import rules
 
 ROLES = ("primary_evidence", "supporting_context", "definition", "caveat", "boilerplate", "heading")
 EVIDENCE_TYPES = ("table_numeric", "narrative_numeric", "qualitative", "policy_text", "guidance", "none")
@@ -38,6 +40,7 @@ BASES = ("GAAP", "non-GAAP", "adjusted", "reported", "unknown")
 COMPARISONS = ("yoy", "qoq", "period_vs_period", "none")
 LIMITATIONS = ("no_numbers", "no_period", "forward_looking_only", "partial_scope", "definition_only", "no_content")
 TABLE_CUES = ("present", "time_columns", "change_columns", "total_row")
+KIND = "b1"
 
 # Spellings of the public code and common paraphrases, mapped onto our enums.
 _SYNONYMS = {
@@ -198,6 +201,7 @@ def normalise_card(raw: dict[str, Any]) -> dict[str, Any] | None:
                 item for item in (as_enum(v, LIMITATIONS, "") for v in as_strings(risk.get("limitations"))) if item
             ],
         },
+        "kind": KIND,
         "source": "judge",
     }
 
@@ -218,29 +222,30 @@ def parse_card(text: object) -> dict[str, Any] | None:
 # ---------------------------------------------------------------------------------------------
 # Fallback card when the judge could not write one
 
-_YEAR = re.compile(r"\b(?:FY\s?)?(?:19|20)\d{2}\b", re.IGNORECASE)
-_QUARTER = re.compile(r"\b(?:Q[1-4]|(?:first|second|third|fourth) quarter)\b", re.IGNORECASE)
-_FIGURE = re.compile(r"[$€£]\s?\d|\d[\d,.]*\s?(?:%|percent|million|billion|thousand)", re.IGNORECASE)
-
-
 def fallback_card(chunk_text: str) -> dict[str, Any]:
-    """A card read off the text with regular expressions: the first 30 words as the sketch,
-    named years and quarters as periods, figures and ``|`` table rows as cues."""
-    years = list(dict.fromkeys(m.group(0).upper().replace(" ", "") for m in _YEAR.finditer(chunk_text)))
-    quarters = list(dict.fromkeys(m.group(0).upper() for m in _QUARTER.finditer(chunk_text)))
-    figures = bool(_FIGURE.search(chunk_text))
-    table = sum(line.count("|") >= 2 for line in chunk_text.splitlines()) >= 2
+    """A card read off the text by the rules of :mod:`~lm_eval_fin.rerank.rules`: the first
+    30 words as the sketch, the periods and figures named, the table signature."""
+    periods = rules.periods(chunk_text)
+    table = rules.table_signature(chunk_text)
+    figures = bool(rules.numeric_spans(chunk_text, limit=1))
     card = normalise_card({"sketch": " ".join(chunk_text.split()[:30])})
     assert card is not None
-    card["evidence_type"] = "table_numeric" if table else ("narrative_numeric" if figures else "qualitative")
+    card["evidence_type"] = "table_numeric" if table["present"] else ("narrative_numeric" if figures else "qualitative")
     card["temporal"] = {
-        "anchor": "explicit" if years or quarters else "none",
-        "periods": (years + quarters)[:8],
-        "granularity": "quarter" if quarters else ("year" if years else "none"),
+        "anchor": "explicit" if periods else "none",
+        "periods": periods,
+        "granularity": "quarter" if any(p.startswith("Q") for p in periods) else ("year" if periods else "none"),
     }
     card["verifiability"]["numeric_claim"] = figures
-    card["verifiability"]["table"]["present"] = table
-    card["verifiability"]["table"]["time_columns"] = table and len(years) >= 2
+    card["verifiability"]["table"] = {
+        "present": table["present"],
+        "time_columns": table["present"] and len(table["periods"]) >= 2,
+        "change_columns": table["change_column"],
+        "total_row": table["total_row"],
+    }
+    card["measurement"]["definition_present"] = rules.defines_metric(chunk_text)
+    card["role"] = "heading" if rules.heading(chunk_text) else "supporting_context"
+    card["risk"]["boilerplate"] = 1.0 if rules.boilerplate(chunk_text) else 0.0
     card["source"] = "fallback"
     return card
 
@@ -250,30 +255,32 @@ def fallback_card(chunk_text: str) -> dict[str, Any]:
 
 
 def render_card(chunk_id: int, card: dict[str, Any]) -> str:
-    """One compact line per card: the fields that carry signal, none of the chunk's text.
+    """One compact line per card: the fields that carry signal (those an ablation left in
+    the card), none of the chunk's text.
 
     >>> print(render_card(7, fallback_card("Revenue was $5 million in FY2024.")))
     [7] role=supporting_context; type=narrative_numeric; sketch: Revenue was $5 million in FY2024.; period: explicit FY2024 (year); numbers: yes
     """
-    temporal, verif = card["temporal"], card["verifiability"]
+    verif = card["verifiability"]
     parts = [f"[{chunk_id}] role={card['role']}", f"type={card['evidence_type']}"]
     if card["sketch"]:
         parts.append(f"sketch: {card['sketch']}")
-    if card["topics"]:
+    if card.get("topics"):
         parts.append("topics: " + ", ".join(card["topics"]))
-    if temporal["anchor"] != "none" or temporal["periods"]:
+    temporal = card.get("temporal")
+    if temporal and (temporal["anchor"] != "none" or temporal["periods"]):
         periods = ", ".join(temporal["periods"])
         parts.append(f"period: {temporal['anchor']} {periods} ({temporal['granularity']})".replace("  ", " "))
     if verif["numeric_claim"]:
         units = f" [{', '.join(verif['units'])}]" if verif["units"] else ""
         comparison = f", {verif['comparison']}" if verif["comparison"] != "none" else ""
         parts.append(f"numbers: yes{units}{comparison}")
-    table = verif["table"]
-    if table["present"]:
+    table = verif.get("table")
+    if table and table["present"]:
         cues = [name.replace("_", " ") for name in TABLE_CUES[1:] if table[name]]
         parts.append("table" + (f" ({', '.join(cues)})" if cues else ""))
-    scope = card["scope"]
-    if scope["entity"] != "unknown" or scope["segments"] or scope["geography"]:
+    scope = card.get("scope")
+    if scope and (scope["entity"] != "unknown" or scope["segments"] or scope["geography"]):
         named = ", ".join(scope["segments"] + scope["geography"])
         parts.append(f"scope: {scope['entity']}" + (f" ({named})" if named else ""))
     measurement = card["measurement"]
@@ -288,3 +295,26 @@ def render_card(chunk_id: int, card: dict[str, Any]) -> str:
     if risk["boilerplate"] >= 0.5 or risk["limitations"]:
         parts.append(f"boilerplate {risk['boilerplate']:.1f}" + "".join(f", {x}" for x in risk["limitations"]))
     return "; ".join(parts)
+
+
+def fills_quota(card: dict[str, Any], quota: str) -> bool:
+    """Whether a card can fill a coverage quota.
+
+    * trend: a table with a time dimension: time columns, or at least two named periods, or
+      a year-over-year / period comparison (the code asks for "table-based chunks with clear
+      temporal dimensions");
+    * definition: the card's role is a definition, it defines a metric, or it is policy text.
+    """
+    if quota == "trend":
+        verif = card["verifiability"]
+        table = verif.get("table") or {}
+        periods = (card.get("temporal") or {}).get("periods", [])
+        timed = table.get("time_columns") or len(periods) >= 2 or verif["comparison"] != "none"
+        return bool(table.get("present") and timed)
+    if quota == "definition":
+        return (
+            card["role"] == "definition"
+            or card["measurement"]["definition_present"]
+            or card["evidence_type"] == "policy_text"
+        )
+    raise ValueError(f"unknown quota {quota!r}")

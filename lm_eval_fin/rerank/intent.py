@@ -155,28 +155,3 @@ def coverage_quotas(intent: dict[str, Any] | None, question: str) -> list[str]:
     if _DEFINITION_WORDS.search(question):
         quotas.append(DEFINITION)
     return quotas
-
-
-def satisfies_quota(card: dict[str, Any], quota: str) -> bool:
-    """Whether a card can fill a quota.
-
-    * trend: a table with a time dimension: time columns, or at least two named periods, or
-      a year-over-year / period comparison (the code asks for "table-based chunks with clear
-      temporal dimensions");
-    * definition: the card's role is a definition, it defines a metric, or it is policy text.
-    """
-    if quota == TREND:
-        verif = card["verifiability"]
-        timed = (
-            verif["table"]["time_columns"]
-            or len(card["temporal"]["periods"]) >= 2
-            or verif["comparison"] != "none"
-        )
-        return bool(verif["table"]["present"] and timed)
-    if quota == DEFINITION:
-        return (
-            card["role"] == "definition"
-            or card["measurement"]["definition_present"]
-            or card["evidence_type"] == "policy_text"
-        )
-    raise ValueError(f"unknown quota {quota!r}")

@@ -47,8 +47,8 @@ from typing import Any, TypeVar
 from lm_eval_fin.jsontext import as_id, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
 from lm_eval_fin.ranking import parse_ranking
-from lm_eval_fin.rerank.cards import render_card
-from lm_eval_fin.rerank.intent import DEFINITION, TREND, satisfies_quota
+from lm_eval_fin.rerank.cardview import fills_quota
+from lm_eval_fin.rerank.intent import DEFINITION, TREND
 
 GROUP_SIZE = 25
 MIN_KEEP = 8
@@ -101,24 +101,33 @@ class Pick:
 # The request
 
 _QUOTA_TEXT = {
-    TREND: "Coverage quota (trend or comparison question): keep at least one chunk whose card shows a "
+    TREND: "Coverage quota (trend or comparison question): keep at least one chunk that holds a "
     "table with a time dimension (time columns, several periods, or a year-over-year comparison), "
     "if this group has one, even when its score is modest.",
-    DEFINITION: "Coverage quota (definition or policy question): keep at least one chunk whose card is "
-    "a definition, defines a metric, or is policy text, if this group has one, even when it looks "
+    DEFINITION: "Coverage quota (definition or policy question): keep at least one chunk that "
+    "defines a metric, states how something is measured, or is policy text, if this group has one, even when it looks "
     "like standard wording.",
 }
 
-_INSTRUCTIONS = """You screen candidate evidence for a question about one company filing. You see the question, a structured reading of what it asks for (its intent), and one card per candidate chunk. Cards describe the chunks; you never see the chunks themselves.
+_INSTRUCTIONS = """You screen candidate evidence for a question about one company filing. You see the question, a structured reading of what it asks for (its intent), and {shown}.
 
 Keep the chunks most likely to contain the evidence the question needs and give each a relevance score from 0 to 100. Judge by:
-1. metrics: the card's sketch and topics name the metrics the question asks about;
-2. periods: the card's periods match the question's periods (a wrong year or quarter is a serious mismatch);
+1. metrics: the {source} name the metrics the question asks about;
+2. periods: the {source} periods match the question's periods (a wrong year or quarter is a serious mismatch);
 3. scope: company-wide, segment, product or region as the question requires;
-4. evidence type: questions that need figures favour cards with numbers and tables; check that a table's periods and metrics fit, do not keep tables just for being tables;
+4. evidence type: questions that need figures favour chunks with numbers and tables; check that a table's periods and metrics fit, do not keep tables just for being tables;
 5. boilerplate, headings and cautionary text rarely answer a question.
 
-Answer with a JSON object {"selected": [{"id": <chunk id>, "score": <0-100>, "reason": "<at most 12 words>"}]}, most relevant first."""
+Answer with a JSON object {{"selected": [{{"id": <chunk id>, "score": <0-100>, "reason": "<at most 12 words>"}}]}}, most relevant first."""
+_SHOWN = {
+    False: ("one card per candidate chunk. Cards describe the chunks; you never see the chunks themselves", "card's"),
+    True: ("the start of each candidate chunk's text", "chunk's"),
+}
+
+
+def instructions(raw: bool) -> str:
+    shown, source = _SHOWN[raw]
+    return _INSTRUCTIONS.format(shown=shown, source=source)
 
 
 def screening_schema(low: int, high: int) -> dict[str, Any]:
@@ -160,25 +169,28 @@ def compact_intent(intent: Mapping[str, Any] | None) -> str:
 def screening_request(
     question: str,
     intent: Mapping[str, Any] | None,
-    group: Sequence[tuple[int, Mapping[str, Any]]],
+    shown: Sequence[str],
     quotas: Sequence[str],
     max_tokens: int,
     low: int = MIN_KEEP,
     high: int = MAX_KEEP,
+    raw: bool = False,
 ) -> JudgeRequest:
-    """The judge request of one group: ``group`` holds (chunk id, card) in BM25 order."""
-    keep_low, keep_high = keep_bounds(len(group), low, high)
+    """The judge request of one group: ``shown`` holds each chunk's line (its card, or its
+    text when ``raw``; see :func:`lm_eval_fin.rerank.cardview.show`) in BM25 order."""
+    keep_low, keep_high = keep_bounds(len(shown), low, high)
     quota_text = "\n".join(_QUOTA_TEXT[q] for q in quotas)
-    cards = "\n".join(render_card(chunk, card) for chunk, card in group)
+    lines = "\n".join(shown)
+    what = "Chunks" if raw else "Cards"
     user = (
         f"Question: {question}\n"
         f"Intent: {compact_intent(intent)}\n\n"
-        f"Cards ({len(group)} chunks):\n{cards}\n\n"
+        f"{what} ({len(shown)} chunks):\n{lines}\n\n"
         + (f"{quota_text}\n\n" if quota_text else "")
         + f"Keep between {keep_low} and {keep_high} chunks, most relevant first, as JSON:"
     )
     return chat_request(
-        _INSTRUCTIONS,
+        instructions(raw),
         user,
         max_tokens=max_tokens,
         temperature=0.0,
@@ -268,9 +280,9 @@ def group_picks(
             picks.append(Pick(chunk, floor, group_index, note, via))
             chosen.add(chunk)
     for quota in quotas:
-        if any(satisfies_quota(cards[p.chunk], quota) for p in picks):
+        if any(fills_quota(cards[p.chunk], quota) for p in picks):
             continue
-        eligible = [chunk for chunk in group if satisfies_quota(cards[chunk], quota)]
+        eligible = [chunk for chunk in group if fills_quota(cards[chunk], quota)]
         if eligible:  # group is in BM25 order, so the first eligible is the best by BM25
             picks.append(Pick(eligible[0], floor, group_index, f"added for the {quota} quota", f"quota:{quota}"))
     return picks
@@ -288,7 +300,7 @@ def keep_quotas_at_cut(
     kept, dropped = list(ordered[:top_n]), list(ordered[top_n:])
 
     def fills(pick: Pick, names: Sequence[str]) -> bool:
-        return any(satisfies_quota(cards[pick.chunk], name) for name in names)
+        return any(fills_quota(cards[pick.chunk], name) for name in names)
 
     for quota in quotas:
         if any(fills(p, [quota]) for p in kept):

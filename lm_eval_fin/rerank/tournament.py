@@ -6,14 +6,13 @@ group when n <= 15, max(15, n // 2) when n <= 50, else 25. Consecutive groups of
 that size would leave the remainder as the last group: a group of one for n = 16, 31 or odd
 n from 33 to 49, of a few chunks for many other n, and a chunk there is barely compared. We
 keep the number of groups, ceil(n / size), and make their sizes differ by at most one
-(n = 16: 8 + 8; n = 31: 11 + 10 + 10). The judge ranks
-each group listwise from the cards alone. A chunk ranked r-th of g earns (g - r) / (g - 1)
-points: 1 for first, 0 for last. A group of one (only when the whole pool is one chunk)
-carries no comparison, so its chunk earns 0.5, the expected points of a random rank; the
-public code gives it 1.0. The final order sums the points over
-all rounds (every chunk appears once per round, so sum and mean order alike); equal totals
-keep the order the candidates came in (stage-2 order in the full pipeline, BM25 order in the
-s1+s3 ablation).
+(n = 16: 8 + 8; n = 31: 11 + 10 + 10). The judge ranks each group listwise from the cards
+alone. A chunk ranked r-th of g earns (g - r) / (g - 1) points: 1 for first, 0 for last. A
+group of one (only when the whole pool is one chunk) carries no comparison, so its chunk
+earns 0.5, the expected points of a random rank; the public code gives it 1.0. The final
+order sums the points over all rounds (every chunk appears once per round, so sum and mean
+order alike); equal totals keep the order the candidates came in (stage-2 order in the full
+pipeline, BM25 order in the s1+s3 ablation).
 
 Stopping: after every round from the second on, the top-k set of the aggregate ranking
 (points summed over the rounds so far) is compared with the one a round earlier; a Jaccard
@@ -23,14 +22,36 @@ moves with the grouping even when the judge is perfectly consistent (the best ch
 group tie), so it rarely stops before the limit. The aggregate is what the tournament
 returns, so its stability is what the stop rule should test.
 
-Rank variance (our definition; the paper reports it without a formula): for each chunk of
-the final top k, the population variance of its position in the running ranking (points
-summed over the rounds so far) after each round, averaged over those chunks. It is 0 when
-the aggregate order never moves and undefined (None) with a single round. A round's own
-ranking would be the wrong base: it compares a chunk only with the few it was grouped with
-by chance, so its variance mostly measures the random grouping, while the running ranking
-is what the tournament returns and what the stop rule watches; how much it still moves from
-round to round says how stable the result is.
+The paper's Table 3 strategies are options of :class:`Tournament`:
+
+* single round: ``max_rounds=1``;
+* fixed grouping (``regroup=False``): the first round's groups are kept for every round.
+  Their members stay together; the order they are shown in is shuffled again each round.
+  A deterministic judge whose answers are cached repeats its answer to a repeated request,
+  so keeping the order too would make every round a copy of the first; shuffling only the
+  order isolates what the paper credits random regrouping with: a chunk meets other chunks;
+* mean-rank aggregation (``aggregation="mean_rank"``): order by the mean of a chunk's raw
+  1-based position in its group over the rounds (lower first), without Borda's
+  normalisation by group size;
+* voting aggregation (``aggregation="votes"``): in each round a chunk gets one vote when it
+  is within its group's share of the top k, the first ceil(k * g / n) of a group of g out
+  of n candidates; order by votes;
+* no early stop (``early_stop=False``): every tournament runs ``max_rounds`` rounds.
+
+Rank variance, the stability figure of the paper's Table 3 ("computed across bootstrap
+rounds"; the paper gives no formula, its values run from 0.03 to 0.09): for each chunk of the
+final top k, its normalised rank in each round, (r - 1) / (g - 1) for rank r in a group of g
+(0 first, 1 last, 0.5 alone), and the sample variance (n - 1 in the denominator) of those
+values across the rounds; averaged over the top k. On this scale a judge that ranks at random
+gives (g + 1) / (12 (g - 1)), about 1/12 = 0.083, and one that places every top chunk
+identically in every round gives 0.
+
+One round has one value per chunk and no spread to measure. Its rank variance is defined as
+that of a random ranking in the round's groups, the mean over the top k of (g + 1) /
+(12 (g - 1)): a single listwise pass carries no evidence of stability, so it gets the value
+of a judge that has none, on the same scale as the measured ones; 0 would call an unrepeated
+judgment perfectly stable. ``variance_measured`` tells the two apart, and the table marks
+such a mean. With fewer than two candidates there is nothing to rank and no variance (None).
 
 A group answer that cannot be parsed is replaced by the group in prior order (stage-2 or
 BM25 order) rather than the shuffled order the code falls back to, so a failure adds no
@@ -39,19 +60,20 @@ noise; a partial ranking is completed with the chunks it left out, in prior orde
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Hashable, Mapping, Sequence
 
 from lm_eval_fin.jsontext import as_id, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
 from lm_eval_fin.ranking import parse_ranking
-from lm_eval_fin.rerank.cards import render_card
 
 SMALL_GROUP = 15
 LARGE_GROUP = 25
 MAX_ROUNDS = 5
 JACCARD_STOP = 0.9
 SINGLETON_POINTS = 0.5
+AGGREGATIONS = ("borda", "mean_rank", "votes")
 
 
 def group_size(n: int, small: int = SMALL_GROUP, large: int = LARGE_GROUP) -> int:
@@ -113,6 +135,76 @@ def round_points(ranked_groups: Sequence[Sequence[Hashable]]) -> dict[Hashable, 
     return points
 
 
+def round_votes(ranked_groups: Sequence[Sequence[Hashable]], top_k: int) -> dict[Hashable, float]:
+    """Votes of one round: 1 for the first ceil(top_k * g / n) of each group of g (of n
+    candidates in all), 0 for the rest.
+
+    >>> round_votes([["a", "b", "c", "d"], ["e", "f", "g", "h"]], top_k=2)
+    {'a': 1.0, 'b': 0.0, 'c': 0.0, 'd': 0.0, 'e': 1.0, 'f': 0.0, 'g': 0.0, 'h': 0.0}
+    """
+    n = sum(len(ranking) for ranking in ranked_groups)
+    votes: dict[Hashable, float] = {}
+    for ranking in ranked_groups:
+        share = math.ceil(top_k * len(ranking) / n) if n else 0
+        for rank, item in enumerate(ranking, start=1):
+            votes[item] = 1.0 if rank <= share else 0.0
+    return votes
+
+
+def round_ranks(ranked_groups: Sequence[Sequence[Hashable]]) -> dict[Hashable, tuple[int, int]]:
+    """(1-based rank, group size) of every item of one round."""
+    return {item: (rank, len(ranking)) for ranking in ranked_groups for rank, item in enumerate(ranking, start=1)}
+
+
+def normalised_rank(rank: int, group_len: int) -> float:
+    """(r - 1) / (g - 1): 0 for first, 1 for last, 0.5 alone.
+
+    >>> normalised_rank(1, 5), normalised_rank(5, 5), normalised_rank(1, 1)
+    (0.0, 1.0, 0.5)
+    """
+    return 0.5 if group_len == 1 else (rank - 1) / (group_len - 1)
+
+
+def random_rank_variance(group_len: int) -> float:
+    """Variance of the normalised rank of a uniformly random position in a group of g,
+    (g + 1) / (12 (g - 1)); 0 alone.
+
+    >>> random_rank_variance(2), round(random_rank_variance(25), 4), random_rank_variance(1)
+    (0.25, 0.0903, 0.0)
+    """
+    return 0.0 if group_len <= 1 else (group_len + 1) / (12 * (group_len - 1))
+
+
+def sample_variance(values: Sequence[float]) -> float:
+    """Sample variance, n - 1 in the denominator (at least two values).
+
+    >>> sample_variance([0.0, 1.0]), sample_variance([0.25, 0.25, 0.25])
+    (0.5, 0.0)
+    """
+    mean = sum(values) / len(values)
+    return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def rank_variance(rounds: Sequence[Sequence[Sequence[Hashable]]], items: Sequence[Hashable]) -> float | None:
+    """The rank variance of ``items`` (the final top k) over ``rounds`` (each a list of
+    ranked groups): the mean over the items of the sample variance of their normalised rank
+    across rounds; with one round, the mean of :func:`random_rank_variance` of their groups
+    (see the module notes); None without rounds or items.
+
+    >>> round(rank_variance([[["a", "b", "c"]], [["b", "a", "c"]], [["a", "c", "b"]]], ["a", "b"]), 4)
+    0.1667
+    >>> round(rank_variance([[["a", "b"], ["c", "d", "e"]]], ["a", "c"]), 4)  # (0.25 + 4 / 24) / 2
+    0.2083
+    """
+    if not rounds or not items:
+        return None
+    per_round = [round_ranks(groups) for groups in rounds]
+    if len(per_round) == 1:
+        return sum(random_rank_variance(per_round[0][item][1]) for item in items) / len(items)
+    variances = [sample_variance([normalised_rank(*ranks[item]) for ranks in per_round]) for item in items]
+    return sum(variances) / len(variances)
+
+
 def order_by_points(points: Mapping[Hashable, float], prior: Sequence[Hashable]) -> list[Hashable]:
     """Items by descending points; equal points keep their position in ``prior``.
 
@@ -132,25 +224,6 @@ def jaccard(a: set, b: set) -> float:
     if not a and not b:
         return 1.0
     return len(a & b) / len(a | b)
-
-
-def rank_variance(round_orders: Sequence[Sequence[Hashable]], items: Sequence[Hashable]) -> float | None:
-    """Mean over ``items`` of the population variance of their 1-based position across
-    ``round_orders`` (the tournament passes its running order after each round); None with
-    fewer than two orders.
-
-    >>> rank_variance([["a", "b"], ["b", "a"]], ["a", "b"])
-    0.25
-    """
-    if len(round_orders) < 2 or not items:
-        return None
-    positions = [{item: p for p, item in enumerate(order, start=1)} for order in round_orders]
-    variances = []
-    for item in items:
-        ranks = [pos[item] for pos in positions if item in pos]
-        mean = sum(ranks) / len(ranks)
-        variances.append(sum((r - mean) ** 2 for r in ranks) / len(ranks))
-    return sum(variances) / len(variances)
 
 
 def complete_ranking(ranking: Sequence[Hashable] | None, group_prior: Sequence[Hashable]) -> list[Hashable]:
@@ -174,13 +247,24 @@ class Tournament:
         stop_at: float = JACCARD_STOP,
         small: int = SMALL_GROUP,
         large: int = LARGE_GROUP,
+        aggregation: str = "borda",
+        regroup: bool = True,
+        early_stop: bool = True,
     ):
+        if aggregation not in AGGREGATIONS:
+            raise ValueError(f"unknown aggregation {aggregation!r}; choose from {list(AGGREGATIONS)}")
+        if max_rounds < 1:
+            raise ValueError("a tournament needs at least one round")
         self.prior = list(candidates)
         self.top_k = top_k
         self.max_rounds = max_rounds
         self.stop_at = stop_at
+        self.aggregation = aggregation
+        self.regroup = regroup
+        self.early_stop = early_stop
         self.size = group_size(len(self.prior), small, large)  # target; see balanced_sizes
         self._rng = random.Random(str(seed))
+        self._fixed: list[list[Hashable]] | None = None  # the groups kept when not regrouping
         self.rounds: list[list[list[Hashable]]] = []  # round -> group -> ranking (best first)
         self.round_orders: list[list[Hashable]] = []  # each round ranked by its own points
         self.running_orders: list[list[Hashable]] = []  # the aggregate order after each round
@@ -193,7 +277,12 @@ class Tournament:
 
     def plan_round(self) -> list[list[Hashable]]:
         """The groups of the next round, each in its shuffled presentation order."""
-        return regroup(self.prior, self.size, self._rng)
+        if self.regroup or self._fixed is None:
+            groups = regroup(self.prior, self.size, self._rng)
+            if not self.regroup:
+                self._fixed = [list(g) for g in groups]
+            return groups
+        return [self._rng.sample(group, len(group)) for group in self._fixed]
 
     def record_round(self, rankings: Sequence[Sequence[Hashable] | None], groups: Sequence[Sequence[Hashable]]) -> None:
         """Record the judge's ranking of each planned group (None: unparsable)."""
@@ -204,31 +293,51 @@ class Tournament:
             ranked_groups.append(complete_ranking([c for c in ranking or [] if c in group], group_prior))
         previous = self.running_orders[-1][: self.top_k] if self.running_orders else None
         self.rounds.append(ranked_groups)
-        self.round_orders.append(order_by_points(round_points(ranked_groups), self.prior))
+        self.round_orders.append(order_by_points(self._round_scores(ranked_groups), self.prior))
         self.running_orders.append(self.final_order())
         similarity = None
         if previous is not None:
             similarity = jaccard(set(previous), set(self.running_orders[-1][: self.top_k]))
-            if similarity >= self.stop_at:
+            if self.early_stop and similarity >= self.stop_at:
                 self.stopped = "converged"
         self.similarities.append(similarity)
         if self.stopped is None and len(self.rounds) >= self.max_rounds:
             self.stopped = "max_rounds"
 
+    def _round_scores(self, ranked_groups: Sequence[Sequence[Hashable]]) -> dict[Hashable, float]:
+        """One round's contribution to the aggregate, higher better."""
+        if self.aggregation == "votes":
+            return round_votes(ranked_groups, self.top_k)
+        if self.aggregation == "mean_rank":
+            return {item: -float(rank) for item, (rank, _) in round_ranks(ranked_groups).items()}
+        return round_points(ranked_groups)
+
     def points(self) -> dict[Hashable, float]:
-        """Summed points of every candidate over the rounds so far."""
+        """The aggregate score of every candidate over the rounds so far, higher better:
+        summed Borda points, summed votes, or minus the mean raw rank."""
         total = {item: 0.0 for item in self.prior}
         for ranked_groups in self.rounds:
-            for item, value in round_points(ranked_groups).items():
+            for item, value in self._round_scores(ranked_groups).items():
                 total[item] += value
+        if self.aggregation == "mean_rank" and self.rounds:
+            total = {item: value / len(self.rounds) for item, value in total.items()}
         return total
 
     def final_order(self) -> list[Hashable]:
         return order_by_points(self.points(), self.prior)
 
     def rank_variance(self) -> float | None:
-        """Rank variance of the final top k over the running orders (see the module notes)."""
-        return rank_variance(self.running_orders, self.final_order()[: self.top_k])
+        """Rank variance of the final top k across the rounds (see the module notes); None
+        with fewer than two candidates or no round."""
+        if len(self.prior) < 2:
+            return None
+        return rank_variance(self.rounds, self.final_order()[: self.top_k])
+
+    @property
+    def variance_measured(self) -> bool:
+        """Whether :meth:`rank_variance` is measured (two rounds or more) rather than the
+        one-round reference value."""
+        return len(self.rounds) >= 2
 
     def round_positions(self, item: Hashable) -> list[int]:
         """The item's 1-based position in each round's own ranking."""
@@ -242,11 +351,15 @@ class Tournament:
 # ---------------------------------------------------------------------------------------------
 # The request and its answer
 
-_INSTRUCTIONS = """You rank candidate evidence for a question about one company filing. You see the question and one card per candidate chunk; cards describe the chunks, you never see the chunks themselves.
+_INSTRUCTIONS = """You rank candidate evidence for a question about one company filing. You see the question and {shown}.
 
 Rank every chunk of the group from most to least useful as evidence for the question. Weigh metric match, period match (a wrong year or quarter is a serious mismatch), scope (company, segment, region) and evidence type (figures and tables for numeric questions; definitions for questions about meaning or measurement). Boilerplate and headings go last. Rank relative to this group only; do not compute anything.
 
-Answer with a JSON object {"ranking": [<chunk ids, best first>]} that lists every chunk id of the group exactly once."""
+Answer with a JSON object {{"ranking": [<chunk ids, best first>]}} that lists every chunk id of the group exactly once."""
+_SHOWN = {
+    False: "one card per candidate chunk; cards describe the chunks, you never see the chunks themselves",
+    True: "the start of each candidate chunk's text",
+}
 
 
 def ranking_schema(ids: Sequence[int]) -> dict:
@@ -267,15 +380,18 @@ def ranking_schema(ids: Sequence[int]) -> dict:
 
 def ranking_request(
     question: str,
-    group: Sequence[tuple[int, Mapping]],
+    group: Sequence[tuple[int, str]],
     max_tokens: int,
+    raw: bool = False,
 ) -> JudgeRequest:
-    """The listwise request of one group: ``group`` holds (chunk id, card) in the round's
-    shuffled order (the order is part of the bootstrap)."""
-    cards = "\n".join(render_card(chunk, card) for chunk, card in group)
-    user = f"Question: {question}\n\nCards ({len(group)} chunks):\n{cards}\n\nRanking of all {len(group)} chunk ids as JSON:"
+    """The listwise request of one group: ``group`` holds (chunk id, the line that shows it:
+    its card, or its text when ``raw``) in the round's shuffled order (the order is part of
+    the bootstrap)."""
+    lines = "\n".join(line for _, line in group)
+    what = "Chunks" if raw else "Cards"
+    user = f"Question: {question}\n\n{what} ({len(group)} chunks):\n{lines}\n\nRanking of all {len(group)} chunk ids as JSON:"
     return chat_request(
-        _INSTRUCTIONS,
+        _INSTRUCTIONS.format(shown=_SHOWN[raw]),
         user,
         max_tokens=max_tokens,
         temperature=0.0,

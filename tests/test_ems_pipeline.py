@@ -302,6 +302,51 @@ def test_a_failed_request_is_no_score_and_is_counted(tmp_path):
     assert scores_fail["judge_failure"] == 1.0
 
 
+class StageFailingModel(ScriptedModel):
+    """A ScriptedModel whose server fails every request of one stage (by its system prompt),
+    or answers it unreadably on every attempt (``garble``)."""
+
+    def __init__(self, system, garble=False):
+        super().__init__()
+        self.system, self.garble = system, garble
+
+    def run(self, requests, sink):
+        self.batches.append(list(requests))
+        for index, request in enumerate(requests):
+            if request.messages[0]["content"] != self.system:
+                sink.done(index, JudgeResponse(self.answer(request), prompt_tokens=10, completion_tokens=3))
+            elif self.garble:
+                sink.done(index, JudgeResponse("I would rather not say.", prompt_tokens=10, completion_tokens=3))
+            else:
+                sink.done(index, JudgeResponse(None, error="HTTP 503: overloaded (after 5 attempts)"))
+
+
+@pytest.mark.parametrize(
+    "system, garble, ems_stands, claims_stand",
+    [
+        (prompts.SUMMARY_SYSTEM, False, False, False),  # no body: nothing extracted, nothing measured
+        (prompts.EXTRACT_SYSTEM, True, False, False),
+        (prompts.MATCH_SYSTEM, False, False, True),  # matching and claim checks stand apart
+        (prompts.CLAIMS_SYSTEM, False, True, False),
+        (prompts.CLAIMS_SYSTEM, True, True, False),
+    ],
+)
+def test_each_stage_failing_leaves_out_what_needs_it(tmp_path, system, garble, ems_stands, claims_stand):
+    answers = ["Revenue rose 6% to 94.9 billion. Services hit a record", "Cash flow was 5 billion"]
+    references = [REFERENCES[0], "Cash flow was 5 billion"]
+    judge = scripted_judge(tmp_path / "c.sqlite", StageFailingModel(system, garble))
+    run = run_ems(answers, references, judge=judge, scorers=["llm", "rouge"], max_attempts=2)
+    first = run.documents[0]  # every text of it has two units or more: each stage asks about it
+    assert (first.ems["llm"] is not None, first.ems["rouge"] is not None) == (ems_stands, ems_stands)
+    assert (first.ragchecker is not None) == claims_stand
+    assert first.judge_unparsed == garble and first.judge_failed == (not garble)
+    metrics = run.metrics()
+    assert math.isnan(metrics["ragchecker_f1"]) == (not claims_stand and run.documents[1].ragchecker is None)
+    failed_share = metrics["judge_parse_failure"] if garble else metrics["judge_failure"]
+    assert failed_share == (sum(doc.judge_error is not None or doc.judge_unparsed for doc in run.documents) / 2)
+    assert failed_share >= 0.5
+
+
 class CuttingModel(ScriptedModel):
     """A ScriptedModel whose outputs stop at their token budget, 3 characters a token, as a
     real model's do: a list longer than the budget is cut mid-JSON."""

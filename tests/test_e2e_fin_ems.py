@@ -1,6 +1,8 @@
-"""fin_ems through the real lm_eval CLI (subprocess) on the shipped synthetic demo, with the
-embedded model under test: once with the embedded model as the EMS judge, once offline.
-The second run reuses the first's generations through lm-eval's response cache."""
+"""fin_ems through the real CLIs (subprocesses) on the shipped synthetic demo, with the
+embedded model under test: ``lm_eval`` with the embedded model as the EMS judge and offline,
+and ``lm-eval-fin run`` with a scripted judge behind the real OpenAI-compatible test server,
+which prints every column of the EMS paper's Table 1. The later runs reuse the first's
+generations through lm-eval's response cache."""
 
 import json
 import math
@@ -13,6 +15,7 @@ import pytest
 
 from lm_eval_fin import paths
 from lm_eval_fin.benchmarks.fin_ems.prompt import TRUNCATION_MARK
+from tests.ems_scripted_judge import ScriptedJudgeServer
 
 BIN = Path(sys.executable).parent
 MAX_LENGTH, MAX_GEN_TOKS = 480, 16  # small enough that the demo transcripts must be cut
@@ -23,7 +26,7 @@ def workdir(tmp_path_factory):
     return tmp_path_factory.mktemp("fin_ems_e2e")
 
 
-def run_fin_ems(workdir, model_dir, name, judge, extra_metadata):
+def run_fin_ems(workdir, model_dir, name, judge, extra_metadata, command=("lm_eval", "run")):
     out = workdir / name
     metadata = {
         "data_path": str(paths.data_path("ems_demo")),
@@ -37,12 +40,12 @@ def run_fin_ems(workdir, model_dir, name, judge, extra_metadata):
     env.pop("LM_EVAL_FIN_JUDGE", None)
     if judge:
         env["LM_EVAL_FIN_JUDGE"] = judge
+    include = ["--include_path", str(paths.tasks_dir())] if command[0] == "lm_eval" else []  # run adds it
     run = subprocess.run(
         [
-            BIN / "lm_eval",
-            "run",
-            "--include_path",
-            str(paths.tasks_dir()),
+            BIN / command[0],
+            *command[1:],
+            *include,
             "--model",
             "hf",
             "--model_args",
@@ -74,7 +77,7 @@ def run_fin_ems(workdir, model_dir, name, judge, extra_metadata):
         json.loads(line) for line in next(out.rglob("samples_fin_ems_*.jsonl")).read_text().splitlines()
     ]
     details = [json.loads(p.read_text()) for p in (out / "ems").glob("fin_ems-*.json")]
-    return results, samples, details, run.stderr
+    return results, samples, details, run.stdout + run.stderr
 
 
 def value(results, metric):
@@ -128,3 +131,38 @@ def test_offline_without_a_judge(workdir, embedded_model_dir):
     )
     assert value(results, "truncated_documents") == 1
     assert len(samples) == 1 and details[0]["method"] == "offline"
+
+
+TABLE_1 = [
+    "bleu",
+    "rouge_l_precision", "rouge_l_recall", "rouge_l_f1",
+    "bertscore_f1",
+    "ragchecker_precision", "ragchecker_recall", "ragchecker_f1",
+    "ems_rouge_precision", "ems_rouge_recall", "ems_rouge_f1",
+    "ems_bertscore_precision", "ems_bertscore_recall", "ems_bertscore_f1",
+    "ems_llm_precision", "ems_llm_recall", "ems_llm_f1",
+]
+
+
+def test_lm_eval_fin_run_with_a_scripted_judge_prints_every_table_1_column(workdir, embedded_model_dir):
+    with ScriptedJudgeServer() as server:
+        results, samples, details, output = run_fin_ems(
+            workdir, embedded_model_dir, "scripted", None, {}, command=("lm-eval-fin", "run", "--judge", server.spec)
+        )
+        received = server.stats()["calls"]
+    for column in TABLE_1:
+        assert 0.0 <= value(results, column) <= 1.0, column
+    printed = output.replace(" ", "")
+    for column in TABLE_1:  # the table lm-eval prints has every column too
+        assert f"|{column}|" in printed, column
+    assert value(results, "judge_failure") == value(results, "judge_parse_failure") == 0.0
+    # summary removal, extraction, matching with the claim checks, scoring: four batched rounds
+    (run_details,) = details
+    rounds = [entry["name"] for entry in run_details["judge_rounds"]]
+    assert value(results, "ems_judge_rounds") == len(rounds) == 4
+    assert rounds == ["summary", "extract", "match + claims", "score"]
+    assert value(results, "ems_judge_model_calls") == received == sum(e["requests"] for e in run_details["judge_rounds"])
+    assert run_details["summary_removal"] == "round" and run_details["judge"] == server.spec
+    (doc,) = run_details["documents"]
+    assert len(doc["verdicts"]["reference"]) == len(doc["reference_points"]) > 0
+    assert doc["ragchecker"][0] == value(results, "ragchecker_precision")

@@ -319,3 +319,21 @@ def test_build_without_any_judge_is_a_usage_error(tmp_path, monkeypatch, capsys)
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
     code = cli.main(["build", "earnings-call", "--source", str(tmp_path), "--output", str(tmp_path / "o")])
     assert code == 2 and "no judge" in capsys.readouterr().err
+
+
+def test_consolidation_follows_the_papers_figure_4(scripted_build, capsys):
+    run, backend = scripted_build
+    assert run("--judge", "hf:one-model")[0] == 0
+    consolidations = backend.batches[2]
+    (system,) = {r.messages[0]["content"] for r in consolidations}
+    user = consolidations[0].messages[-1]["content"]
+    # both answers and the transcript reach the consolidator
+    assert "Answer 1:\nAn answer (seed 0" in user and "Answer 2:\nAn answer (seed 1" in user
+    assert "Transcript:\n" + CONTOSO in user
+    # keep the best of each, settle disagreements from the transcript, no repetition or
+    # padding, and no content beyond what the answers state (no "add what both missed")
+    assert "Combine the best of both" in system
+    assert "settle it with the transcript" in system
+    assert "no statement repeated and no needless wording" in system
+    assert "not a source of new points" in system
+    assert "missed" not in system and "add anything" not in system.lower()

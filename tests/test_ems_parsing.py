@@ -4,7 +4,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lm_eval_fin.ems.parsing import answer_index, parse_match, parse_match_number, parse_points, parse_score
+from lm_eval_fin.ems.parsing import (
+    answer_index,
+    parse_match,
+    parse_match_number,
+    parse_points,
+    parse_score,
+    parse_summary_bounds,
+    parse_verdicts,
+)
 
 
 @pytest.mark.parametrize(
@@ -123,6 +131,45 @@ def test_parsers_never_raise(text):
     assert match is None or -1 <= match < 4
     score = parse_score(text, 10)
     assert score is None or 0.0 <= score <= 1.0
+    bounds = parse_summary_bounds(text, 4)
+    assert bounds is None or (min(bounds) >= 0 and sum(bounds) < 4)
+    verdicts = parse_verdicts(text, 2)
+    assert verdicts is None or (len(verdicts) == 2 and set(verdicts) <= {"entailment", "neutral", "contradiction"})
+
+
+@pytest.mark.parametrize(
+    "text, n, expected",
+    [
+        ('{"opening": 1, "closing": 1}', 5, (1, 1)),
+        ('Sure: {"opening": "2", "closing": 0}', 5, (2, 0)),
+        ('{"intro": 0, "conclusion": 1}', 3, (0, 1)),
+        ('{"opening": 0, "closing": 0}', 1, (0, 0)),
+        ('{"opening": 2, "closing": 1}', 3, None),  # nothing would be left
+        ('{"opening": -1, "closing": 0}', 3, None),
+        ('{"opening": 1.5, "closing": 0}', 3, None),
+        ('{"opening": 1}', 3, None),  # both counts are needed
+        ("one and one", 3, None),
+        (None, 3, None),
+    ],
+)
+def test_parse_summary_bounds(text, n, expected):
+    assert parse_summary_bounds(text, n) == expected
+
+
+@pytest.mark.parametrize(
+    "text, n, expected",
+    [
+        ('{"verdicts": ["entailment", "neutral"]}', 2, ["entailment", "neutral"]),
+        ('```json\n["Entailed", "Contradiction."]\n```', 2, ["entailment", "contradiction"]),
+        ('{"verdicts": ["supported", "not mentioned", "contradicts"]}', 3, ["entailment", "neutral", "contradiction"]),
+        ('{"verdicts": ["entailment"]}', 2, None),  # one verdict per claim, no fewer
+        ('{"verdicts": ["entailment", "maybe"]}', 2, None),
+        ('{"verdicts": [1, 0]}', 2, None),
+        ("All claims are entailed.", 2, None),
+    ],
+)
+def test_parse_verdicts(text, n, expected):
+    assert parse_verdicts(text, n) == expected
 
 
 @settings(max_examples=50, deadline=None)

@@ -1,6 +1,6 @@
-"""The EMS pipeline through the real judge layer (CachedJudge + sqlite cache) with a scripted,
-deterministic model behind it: batching, re-asks, cache reuse, fallbacks, memoisation,
-details files and rescore."""
+"""The EMS pass through the real judge layer (CachedJudge + sqlite cache) with a scripted,
+deterministic model behind it: the four batched rounds, re-asks, cache reuse, failures,
+summary removal, the RAGChecker-style claim metrics, memoisation, details files and rescore."""
 
 import json
 import logging
@@ -22,8 +22,10 @@ ALWAYS_GARBLE = "NOISE"  # ... on every attempt
 
 
 class ScriptedModel:
-    """Answers each EMS stage by a fixed rule: extraction splits on '. ', matching picks the
-    answer point sharing most words (-1 unless it shares three), scoring says 8 out of 10."""
+    """Answers each stage by a fixed rule: summary removal drops leading units that open with
+    "Here is" and trailing ones that open with "Overall"; extraction splits on '. '; matching
+    picks the answer point sharing most words (-1 unless it shares three); scoring says 8 out
+    of 10; a claim is entailed when the text contains it word for word, else neutral."""
 
     def __init__(self):
         self.batches = []  # every batch the judge layer sent to the model
@@ -42,7 +44,12 @@ class ScriptedModel:
             return "Let me think about that."
         if system == prompts.MATCH_SYSTEM and OFF_LIST in user and request.attempt == 0:
             return json.dumps({"match": 99})  # a point the answer does not have
-        if system == prompts.EXTRACT_SYSTEM:
+        if system == prompts.SUMMARY_SYSTEM:
+            units = re.findall(r"^\[\d+\] (.*)$", user, re.MULTILINE)
+            opening = sum(1 for unit in units[:1] if unit.startswith("Here is"))
+            closing = sum(1 for unit in units[-1:] if unit.startswith("Overall"))
+            return json.dumps({"opening": opening, "closing": closing})
+        if system in (prompts.EXTRACT_SYSTEM, prompts.EXTRACT_SYSTEM_FOLDED):
             text = user.removeprefix("Answer:\n")
             return "```json\n" + json.dumps([s.strip() for s in text.split(". ") if s.strip()]) + "\n```"
         if system == prompts.MATCH_SYSTEM:
@@ -53,6 +60,10 @@ class ScriptedModel:
             return json.dumps(
                 {"match": int(best[0]) if len(words & set(best[1].lower().split())) >= 3 else -1}
             )
+        if system == prompts.CLAIMS_SYSTEM:
+            premise, listing = user.removeprefix("Text:\n").rsplit("\n\nClaims:\n", 1)
+            claims = re.findall(r"^\[\d+\] (.*)$", listing, re.MULTILINE)
+            return json.dumps({"verdicts": ["entailment" if c in premise else "neutral" for c in claims]})
         return 'Score: {"score": 8}'
 
 
@@ -101,23 +112,31 @@ ANSWERS_LARGE = [
 def test_a_match_off_the_answer_list_is_asked_again(tmp_path):
     judge = CountingJudge(scripted_judge(tmp_path / "cache.sqlite", ScriptedModel()))
     run = run_ems(["Cash flow was 5 billion"], [f"Cash flow was 5 billion {OFF_LIST}"], judge=judge, scorers=["llm"])
-    assert ("EMS match (re-ask 1)", [1]) in judge.calls
+    assert ("EMS match + claims (re-ask 1)", [1]) in judge.calls
     assert run.documents[0].alignment == [0]
     assert run.metrics()["judge_parse_failure"] == 0
 
 
-def test_three_batched_rounds_plus_reasks_and_hand_checked_scores(tmp_path):
+def test_four_batched_rounds_plus_reasks_and_hand_checked_scores(tmp_path):
     judge = CountingJudge(scripted_judge(tmp_path / "cache.sqlite", ScriptedModel()))
     run = run_ems(ANSWERS_LARGE, REFERENCES, judge=judge, scorers=["llm", "rouge"])
 
     first_rounds = [desc for desc, attempts in judge.calls if set(attempts) == {0}]
-    assert first_rounds == ["EMS extract", "EMS match", "EMS score"]
+    assert first_rounds == ["EMS summary", "EMS extract", "EMS match + claims", "EMS score"]
     reasks = [(desc, attempts) for desc, attempts in judge.calls if desc not in first_rounds]
-    # the garbled answer was re-asked once at extraction, and so were the three match
-    # requests that list its points; only those
-    assert reasks == [("EMS extract (re-ask 1)", [1]), ("EMS match (re-ask 1)", [1, 1, 1])]
-    extract_batch = judge.calls[0][1]
-    assert len(extract_batch) == 4  # both references and both answers, one batch
+    # the garbled answer was re-asked once at each stage that shows it: its summary units,
+    # its extraction, the three match requests that list its points, and the two claim checks
+    # with it (its own points, and the reference's points against its text); only those
+    assert reasks == [
+        ("EMS summary (re-ask 1)", [1]),
+        ("EMS extract (re-ask 1)", [1]),
+        ("EMS match + claims (re-ask 1)", [1, 1, 1, 1, 1]),
+    ]
+    # one-unit texts ("Capex was 2 billion") need no summary request; four texts are extracted
+    assert [len(attempts) for _, attempts in judge.calls[:3:2]] == [3, 4]
+    assert [(r.name, r.requests, r.reasked) for r in run.rounds] == [
+        ("summary", 3, 1), ("extract", 4, 1), ("match + claims", 9, 5), ("score", 3, 0),
+    ]
 
     doc = run.documents[0]
     assert doc.reference_points == [
@@ -135,14 +154,82 @@ def test_three_batched_rounds_plus_reasks_and_hand_checked_scores(tmp_path):
     # P = (0.8 + 0.8) / 3 answer points, R = (0.8 + 0.8) / 3 reference points
     assert doc.ems["llm"] == pytest.approx((1.6 / 3, 1.6 / 3, 1.6 / 3))
     assert doc.scores["rouge"] == [1.0, 1.0, 0.0]  # identical points
-    assert run.documents[1].alignment == [-1, 0]
+    # claims: two of the three answer points are in the reference text, and two of the three
+    # reference points in the answer text
+    assert doc.verdicts == {
+        "answer": ["entailment", "entailment", "neutral"],
+        "reference": ["entailment", "entailment", "neutral"],
+    }
+    assert doc.ragchecker == pytest.approx((2 / 3, 2 / 3, 2 / 3))
+    second = run.documents[1]
+    assert second.alignment == [-1, 0]
     # second document: R = 0.8 / 2, P = 0.8 / 1
-    assert run.documents[1].ems["llm"] == pytest.approx((0.8, 0.4, 2 * 0.8 * 0.4 / 1.2))
+    assert second.ems["llm"] == pytest.approx((0.8, 0.4, 2 * 0.8 * 0.4 / 1.2))
+    # "Capex was 2 billion" is in the reference; of the reference's two points the answer has one
+    assert second.ragchecker == pytest.approx((1.0, 0.5, 2 / 3))
+    assert second.summaries == {"reference": (0, 0), "answer": (0, 0)}
     metrics = run.metrics()
     assert metrics["ems_llm_recall"] == pytest.approx((1.6 / 3 + 0.4) / 2)
+    assert metrics["ragchecker_precision"] == pytest.approx((2 / 3 + 1.0) / 2)
+    assert metrics["ragchecker_recall"] == pytest.approx((2 / 3 + 0.5) / 2)
+    assert metrics["ragchecker_f1"] == pytest.approx(2 / 3)
     assert metrics["judge_parse_failure"] == metrics["judge_failure"] == 0
-    assert metrics["ems_judge_requests"] == 4 + 1 + 5 + 3 + 3  # extract (+ re-ask), match (+ re-asks), score
+    assert metrics["ems_judge_rounds"] == 4
+    assert metrics["ems_judge_requests"] == 3 + 1 + 4 + 1 + 9 + 5 + 3
     assert set(metrics) >= {"ems_rouge_f1", "ems_llm_f1"} and not any("offline" in name for name in metrics)
+
+
+def test_summary_round_removes_introduction_and_conclusion_before_extraction(tmp_path):
+    answer = "Here is the overview. Revenue rose 6% to 94.9 billion. Services hit a record. Overall a good quarter"
+    model = ScriptedModel()
+    run = run_ems([answer], [REFERENCES[0]], judge=scripted_judge(tmp_path / "c.sqlite", model), scorers=["rouge"])
+    doc = run.documents[0]
+    assert doc.summaries["answer"] == (1, 1)
+    assert doc.answer_points == ["Revenue rose 6% to 94.9 billion", "Services hit a record."]
+    extraction = next(batch for batch in model.batches if batch[0].messages[0]["content"] == prompts.EXTRACT_SYSTEM)
+    assert "Answer:\nRevenue rose 6% to 94.9 billion. Services hit a record." in [
+        r.messages[-1]["content"] for r in extraction
+    ]
+
+    # folded: three rounds, the extraction prompt removes the summaries itself (this scripted
+    # extractor does not, so the framing sentences stay points here)
+    folded_model = ScriptedModel()
+    folded = run_ems(
+        [answer], [REFERENCES[0]], judge=scripted_judge(tmp_path / "d.sqlite", folded_model), scorers=["rouge"],
+        summary_removal="folded",
+    )
+    assert [r.name for r in folded.rounds] == ["extract", "match + claims"]  # no LLM scorer: no score round
+    assert folded.documents[0].summaries is None
+    assert {r.messages[0]["content"] for r in folded_model.batches[0]} == {prompts.EXTRACT_SYSTEM_FOLDED}
+    assert folded.documents[0].answer_points[0] == "Here is the overview"
+    assert folded.as_dict()["summary_removal"] == "folded" and run.as_dict()["summary_removal"] == "round"
+    with pytest.raises(ValueError, match="summary_removal must be one of round, folded"):
+        run_ems([answer], [answer], judge=scripted_judge(tmp_path / "e.sqlite", ScriptedModel()), summary_removal="x")
+
+
+def test_claim_checks_group_distinct_points_and_count_repeats(tmp_path):
+    reference = "A was 1. B was 2. C was 3. D was 4. E was 5. F was 6. G was 7"
+    answer = "A was 1. A was 1. Z was 9"
+    model = ScriptedModel()
+    run = run_ems([answer], [reference], judge=scripted_judge(tmp_path / "c.sqlite", model), scorers=["rouge"])
+    claim_batches = [
+        [r for r in batch if r.messages[0]["content"] == prompts.CLAIMS_SYSTEM] for batch in model.batches
+    ]
+    checks = [r for batch in claim_batches for r in batch]
+    listed = [re.findall(r"^\[\d+\] (.*)$", r.messages[-1]["content"].rsplit("Claims:\n", 1)[1], re.M) for r in checks]
+    # the answer's two distinct points in one request; the reference's seven in groups of five
+    assert sorted(map(len, listed)) == [2, 2, 5]
+    assert all(r.max_tokens >= prompts.CLAIMS_MIN_TOKENS for r in checks)
+    doc = run.documents[0]
+    assert doc.verdicts["answer"] == ["entailment", "entailment", "neutral"]  # the repeat counts twice
+    assert doc.ragchecker == pytest.approx((2 / 3, 1 / 7, 2 * (2 / 3) * (1 / 7) / (2 / 3 + 1 / 7)))
+    # switched off: no claim requests, no ragchecker figures
+    quiet = run_ems(
+        [answer], [reference], judge=scripted_judge(tmp_path / "d.sqlite", ScriptedModel()), scorers=["rouge"],
+        ragchecker=False,
+    )
+    assert quiet.documents[0].ragchecker is None and "ragchecker_f1" not in quiet.metrics()
+    assert [r.requests for r in quiet.rounds if r.name == "match + claims"] == [7]
 
 
 def test_reference_extractions_come_from_the_cache_for_a_second_model(tmp_path):
@@ -151,7 +238,11 @@ def test_reference_extractions_come_from_the_cache_for_a_second_model(tmp_path):
 
     model = ScriptedModel()  # a new process: new judge object, same cache file and judge
     second = run_ems(ANSWERS_LARGE, REFERENCES, judge=scripted_judge(cache, model), scorers=["llm"])
-    extracted = [r.messages[-1]["content"].removeprefix("Answer:\n") for r in model.batches[0]]
+    sent = [r for batch in model.batches for r in batch if r.attempt == 0]
+    summarised = [r.messages[-1]["content"] for r in sent if r.messages[0]["content"] == prompts.SUMMARY_SYSTEM]
+    assert len(summarised) == 1 and "GARBLE margins held" in summarised[0]  # the long answer's units only
+    extracted = [r.messages[-1]["content"].removeprefix("Answer:\n") for r in sent if r.json_schema.get(
+        "required") == ["points"]]
     assert extracted == ANSWERS_LARGE  # the references were not sent again
     assert second.judge_usage["cache_hits"] >= len(REFERENCES)
 
@@ -211,6 +302,51 @@ def test_a_failed_request_is_no_score_and_is_counted(tmp_path):
     assert scores_fail["judge_failure"] == 1.0
 
 
+class StageFailingModel(ScriptedModel):
+    """A ScriptedModel whose server fails every request of one stage (by its system prompt),
+    or answers it unreadably on every attempt (``garble``)."""
+
+    def __init__(self, system, garble=False):
+        super().__init__()
+        self.system, self.garble = system, garble
+
+    def run(self, requests, sink):
+        self.batches.append(list(requests))
+        for index, request in enumerate(requests):
+            if request.messages[0]["content"] != self.system:
+                sink.done(index, JudgeResponse(self.answer(request), prompt_tokens=10, completion_tokens=3))
+            elif self.garble:
+                sink.done(index, JudgeResponse("I would rather not say.", prompt_tokens=10, completion_tokens=3))
+            else:
+                sink.done(index, JudgeResponse(None, error="HTTP 503: overloaded (after 5 attempts)"))
+
+
+@pytest.mark.parametrize(
+    "system, garble, ems_stands, claims_stand",
+    [
+        (prompts.SUMMARY_SYSTEM, False, False, False),  # no body: nothing extracted, nothing measured
+        (prompts.EXTRACT_SYSTEM, True, False, False),
+        (prompts.MATCH_SYSTEM, False, False, True),  # matching and claim checks stand apart
+        (prompts.CLAIMS_SYSTEM, False, True, False),
+        (prompts.CLAIMS_SYSTEM, True, True, False),
+    ],
+)
+def test_each_stage_failing_leaves_out_what_needs_it(tmp_path, system, garble, ems_stands, claims_stand):
+    answers = ["Revenue rose 6% to 94.9 billion. Services hit a record", "Cash flow was 5 billion"]
+    references = [REFERENCES[0], "Cash flow was 5 billion"]
+    judge = scripted_judge(tmp_path / "c.sqlite", StageFailingModel(system, garble))
+    run = run_ems(answers, references, judge=judge, scorers=["llm", "rouge"], max_attempts=2)
+    first = run.documents[0]  # every text of it has two units or more: each stage asks about it
+    assert (first.ems["llm"] is not None, first.ems["rouge"] is not None) == (ems_stands, ems_stands)
+    assert (first.ragchecker is not None) == claims_stand
+    assert first.judge_unparsed == garble and first.judge_failed == (not garble)
+    metrics = run.metrics()
+    assert math.isnan(metrics["ragchecker_f1"]) == (not claims_stand and run.documents[1].ragchecker is None)
+    failed_share = metrics["judge_parse_failure"] if garble else metrics["judge_failure"]
+    assert failed_share == (sum(doc.judge_error is not None or doc.judge_unparsed for doc in run.documents) / 2)
+    assert failed_share >= 0.5
+
+
 class CuttingModel(ScriptedModel):
     """A ScriptedModel whose outputs stop at their token budget, 3 characters a token, as a
     real model's do: a list longer than the budget is cut mid-JSON."""
@@ -225,7 +361,7 @@ def test_long_answers_get_an_extraction_budget_that_holds_them(tmp_path):
     model = CuttingModel()
     judge = scripted_judge(tmp_path / "c.sqlite", model)
     run = run_ems([long_answer], ["Segment 3 revenue grew 3% to 3.5 billion"], judge=judge, scorers=["rouge"])
-    extraction = model.batches[0]
+    extraction = next(b for b in model.batches if b[0].messages[0]["content"] == prompts.EXTRACT_SYSTEM)
     budgets = {r.messages[-1]["content"].removeprefix("Answer:\n"): r.max_tokens for r in extraction}
     assert budgets[long_answer] >= 2 * len(long_answer) / 3  # twice a generous token estimate
     assert budgets["Segment 3 revenue grew 3% to 3.5 billion"] == prompts.EXTRACT_MIN_TOKENS

@@ -48,6 +48,12 @@ def test_settings_from_metadata_and_environment(monkeypatch):
     assert settings.judge_options == {"max_tokens": 64}
     assert settings["max_score"] == 5 and settings["max_attempts"] == 3
     assert settings["extract_max_tokens"] is None  # each text its own budget
+    assert settings["summary_removal"] == "round" and settings["ragchecker"] is True
+    assert read("fin_ems", {"summary_removal": "folded", "ragchecker": False})["summary_removal"] == "folded"
+    with pytest.raises(SettingsError, match=r"summary_removal: expected one of \['round', 'folded'\]"):
+        read("fin_ems", {"summary_removal": "separate"})
+    with pytest.raises(SettingsError, match="ragchecker: expected true or false, got 1"):
+        read("fin_ems", {"ragchecker": 1})
     assert read("fin_ems", {"extract_max_tokens": 4096})["extract_max_tokens"] == 4096
     with pytest.raises(SettingsError, match="fin_ems: metadata extract_max_tokens: expected a positive integer"):
         read("fin_ems", {"extract_max_tokens": 0})
@@ -72,10 +78,18 @@ def test_metric_names_follow_the_judge_setting():
         "judge_failure",
         "judge_parse_failure",
         "ems_judge_model_calls",
+        "ems_judge_rounds",
+        "ragchecker_precision",
+        "ragchecker_recall",
+        "ragchecker_f1",
     } <= set(with_judge)
+    no_claims = task.process_results(
+        dict(base, settings=settings_json(judge="hf:m", ragchecker=False)), ["Revenue grew 5%."]
+    )
+    assert "ems_llm_f1" in no_claims and not any(name.startswith("ragchecker") for name in no_claims)
     assert not any("offline" in name for name in with_judge)
     assert {"ems_offline_rouge_f1", "ems_offline_bertscore_f1"} <= set(offline)
-    assert not any(name.startswith(("ems_llm", "ems_judge", "judge_")) for name in offline)
+    assert not any(name.startswith(("ems_llm", "ems_judge", "judge_", "ragchecker")) for name in offline)
     item = offline["bleu"]
     assert (item.metric, item.doc_id, dict(item.data)) == (
         "bleu", "x", {"answer": "Revenue grew 5%.", "reference": "Revenue grew 5%."}

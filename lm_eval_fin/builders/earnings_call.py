@@ -1,4 +1,21 @@
-"""The earnings-call dataset of the EMS paper: transcripts, five questions, reference answers.
+"""An earnings-call dataset built the way the EMS paper built its own: transcripts, the
+paper's five questions, and references consolidated from two answers.
+
+What is the paper's and what is not. The paper's data was not published, so this is a
+rebuild in its manner, not its dataset:
+
+* the same: the five questions (its appendix A.1, ``ems_questions.json``); the ten companies
+  it names, as tickers (``PAPER_COMPANIES``; Alphabet as ``GOOGL``, our choice of share class);
+  the reference procedure (two answers written independently, consolidated with the transcript
+  at hand, the consolidation prompt following its Figure 4);
+* not the same: the transcripts come from the hub dataset ``kurry/sp500_earnings_transcripts``
+  at a pinned revision (or from local files); the paper does not name its source, and two
+  transcripts of one call differ in wording, speakers and cuts. The quarter: the paper speaks of
+  "the third quarter of 2024", which can mean the calls on Q3 results (held October to
+  December 2024, our default) or the calls held in Q3 (``--quarter-basis call-date``); it does
+  not say which. The models: the paper's answerers are GPT-4o and Mistral Large and its
+  consolidator GPT-4o; ours are whichever judges the build names. So figures on a built
+  dataset are not comparable with the paper's Table 1 number for number.
 
 The builder writes the fin_ems dataset format (records, files and fields:
 :mod:`lm_eval_fin.benchmarks.fin_ems.data`); each record's ``provenance`` holds ``source``,
@@ -12,16 +29,17 @@ date they were held, never by the source's year/quarter labels. A calendar quart
 calls on one of two bases (``--quarter-basis``):
 
 * ``results`` (the default): the calls that report that calendar quarter's results, i.e.
-  the calls held in the calendar quarter after it. ``--quarter 2024Q3`` selects calls held
-  2024-10-01 to 2024-12-31. This reproduces the paper's dataset (the calls on calendar Q3
-  2024 results), and ``2024Q3`` on this basis is the default.
+  the calls held in the calendar quarter after it. ``--quarter 2024Q3`` (the default)
+  selects calls held 2024-10-01 to 2024-12-31.
 * ``call-date``: the calls whose date falls in the quarter itself. ``--quarter 2024Q3``
   selects calls held 2024-07-01 to 2024-09-30 (which mostly report Q2 results).
 
-References, the paper's way: two answerer models answer each question on their own; a third
-call (the consolidator) merges the two answers with the transcript at hand. Every stage is
-one batch through the judge layer (all answers of answerer A for all transcripts, then all of
-B, then all consolidations), cached, so an interrupted build resumes where it stopped.
+References, the paper's way: two answerers answer each question on their own; a third call
+(the consolidator) merges the two answers with the transcript at hand, keeping the best of
+each, settling disagreements from the transcript, without repetition or padding and without
+adding content neither answer has. Every stage is one batch through the judge layer (all
+answers of answerer A for all transcripts, then all of B, then all consolidations), cached,
+so an interrupted build resumes where it stopped.
 
 The two answerers' requests differ by construction: answerer B asks with the judge's seed + 1
 (:data:`ANSWERER_SEED_OFFSETS`), so the judge cache never hands B the answer A got for the
@@ -52,7 +70,7 @@ HUB_DATASET = "kurry/sp500_earnings_transcripts"
 HUB_REVISION = "f3ded372da8d18dc6ad98955c4558e34b5fe6d45"
 
 
-# The paper's ten companies (the largest S&P 500 members in 2024) and their names.
+# The ten companies the paper names (the largest S&P 500 members when it was written), by ticker.
 PAPER_COMPANIES = {
     "AAPL": "Apple Inc.",
     "NVDA": "NVIDIA Corporation",
@@ -67,7 +85,7 @@ PAPER_COMPANIES = {
 }
 PAPER_QUARTER = "2024Q3"
 QUARTER_BASES = ("results", "call-date")
-DEFAULT_QUARTER_BASIS = "results"  # with PAPER_QUARTER: the paper's dataset
+DEFAULT_QUARTER_BASIS = "results"  # our reading of the paper's "third quarter of 2024"; it does not say
 
 # Answerer B asks with the judge's seed plus its offset, so its requests (and cache keys)
 # differ from answerer A's even when one model serves both roles.
@@ -313,11 +331,11 @@ Write an answer that is clear, complete, accurate and concise: cover everything 
 
 CONSOLIDATE_SYSTEM = """You are a financial analyst preparing the reference answer to a question about a company's earnings call.
 
-You are given the transcript, the question and two answers written independently. Write one answer that combines them:
-- keep what each answer does well, and everything relevant either of them covers;
-- where they disagree, or one states something the other does not, check the transcript and keep only what it supports;
-- add anything important from the transcript that both missed;
-- keep the figures exact, and do not cite or quote line references.
+You are given the transcript, the question and two answers written independently. Merge them into one answer:
+1. Read the question and make sure you know everything it asks.
+2. Compare the two answers: what each does well (clarity, completeness, accuracy, concision), where they overlap, what only one of them covers, and where they disagree.
+3. Combine the best of both into one well-organised answer that addresses every part of the question. Where the answers disagree, settle it with the transcript and keep only what the transcript supports.
+4. Check the result: accurate and clear, with no statement repeated and no needless wording, yet every essential detail and exact figure kept. Take the content from the two answers: the transcript settles disagreements, it is not a source of new points. Do not cite or refer to the transcript or the answers.
 
 Reply with the combined answer only."""
 

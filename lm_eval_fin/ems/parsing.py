@@ -1,4 +1,5 @@
-"""Tolerant parsers for the three judge outputs of EMS.
+"""Tolerant parsers of the judge outputs of the EMS pass: summary bounds, points, matches,
+scores and claim verdicts.
 
 Each returns None when the text cannot be read (the judge layer then retries, and the caller
 counts what stays unreadable as a parse failure); none raises on any string.
@@ -209,3 +210,72 @@ def parse_score(text: str | None, max_score: int = 10) -> float | None:
     if number is None or number != int(number) or not 0 <= number <= max_score:
         return None
     return int(number) / max_score
+
+
+_VERDICT_WORDS = {
+    "entailment": "entailment", "entailed": "entailment", "entails": "entailment", "supported": "entailment",
+    "neutral": "neutral", "not mentioned": "neutral", "unsupported": "neutral", "unknown": "neutral",
+    "contradiction": "contradiction", "contradicted": "contradiction", "contradicts": "contradiction",
+}
+_OPENING_KEYS = ("opening", "intro", "introduction")
+_CLOSING_KEYS = ("closing", "conclusion", "outro")
+
+
+def _count(value: Any) -> int | None:
+    number = _number_from(value)
+    if number is None or number != int(number) or number < 0:
+        return None
+    return int(number)
+
+
+def parse_summary_bounds(text: str | None, n_units: int) -> tuple[int, int] | None:
+    """(opening, closing): how many leading and trailing units of an ``n_units`` answer are
+    introduction and conclusion, from ``{"opening": 1, "closing": 0}``.
+
+    Both must be non-negative integers that leave at least one unit of body; anything else is
+    unreadable (None), so the judge is asked again.
+
+    >>> parse_summary_bounds('```json\\n{"opening": 1, "closing": 2}\\n```', 6)
+    (1, 2)
+    >>> parse_summary_bounds('{"opening": 3, "closing": 3}', 6) is None  # nothing left
+    True
+    """
+    if not isinstance(text, str):
+        return None
+    found_opening, opening = _keyed_value(text, _OPENING_KEYS)
+    found_closing, closing = _keyed_value(text, _CLOSING_KEYS)
+    if not (found_opening and found_closing):
+        return None
+    opening, closing = _count(opening), _count(closing)
+    if opening is None or closing is None or opening + closing >= n_units:
+        return None
+    return opening, closing
+
+
+def _verdict(value: Any) -> str | None:
+    if not isinstance(value, str):
+        return None
+    return _VERDICT_WORDS.get(" ".join(value.lower().replace("_", " ").split()).strip(" .!"))
+
+
+def parse_verdicts(text: str | None, n_claims: int) -> list[str] | None:
+    """One verdict per claim (``entailment``, ``neutral`` or ``contradiction``), from
+    ``{"verdicts": [...]}`` or a bare JSON list; "entailed", "supported" and the like are read
+    as their verdict. A list of another length, or with a word that is no verdict, is
+    unreadable (None).
+
+    >>> parse_verdicts('{"verdicts": ["Entailment", "neutral", "contradicted"]}', 3)
+    ['entailment', 'neutral', 'contradiction']
+    >>> parse_verdicts('{"verdicts": ["entailment"]}', 2) is None
+    True
+    """
+    if not isinstance(text, str):
+        return None
+    for value in json_values(text, "{") + json_values(text, "["):
+        if isinstance(value, dict):
+            value = next((value[key] for key in ("verdicts", "labels", "results") if key in value), None)
+        if isinstance(value, list) and len(value) == n_claims:
+            verdicts = [_verdict(item) for item in value]
+            if all(verdicts):
+                return verdicts
+    return None

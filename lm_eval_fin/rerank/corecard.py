@@ -40,7 +40,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from lm_eval_fin.jsontext import as_enum, as_strings, as_text, parse_json_object
+from lm_eval_fin.cleantext import as_text
+from lm_eval_fin.jsontext import as_enum, as_strings, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
 from lm_eval_fin.rerank import rules
 from lm_eval_fin.rerank.intent import TOPICS

@@ -9,7 +9,7 @@ from lm_eval_fin.ems.pipeline import run_ems
 from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
 from lm_eval_fin.textsim import resolve_bertscore_model
 
-_CITATION = citations.EMS
+_CITATION = citations.EMS + citations.RAGCHECKER
 
 _DESCRIPTION = """\
 EMS compares a long answer with a reference answer point by point. Both are split into
@@ -23,10 +23,13 @@ reference points, M answer points and a_i the answer point matched to reference 
 - EMS-F1 = 2PR / (P + R)
 
 With a judge (an LLM named by a spec such as "vllm:<model>" or "openai:<url>#<model>"), the
-judge extracts and matches (keeping details and repeated points, dropping introductory and
-concluding summaries; numbers must agree in context), and the pairs are scored by the judge
-(0..max_score, divided by max_score), by ROUGE-L F1 and by BERTScore F1: EMS(LLM),
-EMS(ROUGE) and EMS(BERTScore) from one extraction and matching pass. Without a judge, an
+judge removes introductory and concluding summaries (a round of its own, or folded into the
+extraction prompt), extracts (keeping details and repeated points) and matches (numbers must
+agree in context), with worked examples, and the pairs are scored by the judge (their
+similarity, 0..max_score, divided by max_score), by ROUGE-L F1 and by BERTScore F1: EMS(LLM),
+EMS(ROUGE) and EMS(BERTScore) from one extraction and matching pass. The same points, checked
+for entailment against the other text, give RAGChecker-style claim precision, recall and F1
+(Ru et al. 2024). Without a judge, an
 offline extractor (bullets and sentences, summaries removed) and matcher (content-word
 overlap >= 0.3, numbers must agree in context: "35%" is not "35 people") stand in, and the results are named ems_offline_*.
 Degenerate cases: no points on either side scores 1; no points on one side scores 0.
@@ -47,13 +50,19 @@ Args:
         (each EMS stage sets its own output budget).
     extract_max_tokens: the extraction budget for every text; default each text its own,
         scaled to its length (lm_eval_fin.ems.prompts.extract_budget).
+    summary_removal: "round" (default: a judge round of its own before extraction, as the
+        paper) or "folded" (the extraction prompt removes the summaries).
+    ragchecker: with a judge, also check claims for ragchecker_* (default True).
     return_details: also return "details": per answer, the points, alignment and scores.
 Returns:
     "<prefix>_precision", "<prefix>_recall", "<prefix>_f1" for each scorer, where prefix is
     "ems_<scorer>" with a judge and "ems_offline_<scorer>" without one, means over the answers
-    the judge could judge; with a judge also "judge_failure" and "judge_parse_failure" (shares
-    of answers the judge failed, or answered unreadably: they have no EMS) and
-    "ems_judge_<requests|cache_hits|model_calls|prompt_tokens|completion_tokens>".
+    the judge could judge; with a judge also "ragchecker_precision", "ragchecker_recall",
+    "ragchecker_f1" (claims of the answer entailed by the reference, and of the reference by
+    the answer), "judge_failure" and "judge_parse_failure" (shares of answers the judge
+    failed, or answered unreadably: they have no EMS), "ems_judge_rounds" (batched judge
+    rounds, at most four) and "ems_judge_<requests|cache_hits|model_calls|prompt_tokens|
+    completion_tokens>".
 Examples:
     >>> ems = evaluate.load(metric_path("ems"))
     >>> results = ems.compute(
@@ -92,6 +101,8 @@ class Ems(evaluate.Metric):
         bertscore_model=None,
         judge_options=None,
         extract_max_tokens=None,
+        summary_removal="round",
+        ragchecker=True,
         return_details=False,
     ):
         loaded_judge = None
@@ -110,6 +121,8 @@ class Ems(evaluate.Metric):
                 max_score=max_score,
                 bertscore_model=resolve_bertscore_model(bertscore_model),
                 extract_max_tokens=extract_max_tokens,
+                summary_removal=summary_removal,
+                ragchecker=ragchecker,
             )
         finally:
             if loaded_judge is not None:

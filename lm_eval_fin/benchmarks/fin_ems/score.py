@@ -1,8 +1,9 @@
-"""fin_ems scores of a run: BLEU, whole-answer BERTScore and EMS (the EMS paper's Table 1).
+"""fin_ems scores of a run: BLEU, whole-answer BERTScore, the RAGChecker-style claim metrics
+and EMS (the columns of the EMS paper's Table 1).
 
 ROUGE-L is per document (the task computes it in ``process_results``); the rest needs the run
-at once: BLEU is corpus-level, BERTScore loads a model, and EMS sends one batched judge round
-per stage (:func:`lm_eval_fin.ems.run_ems`).
+at once: BLEU is corpus-level, BERTScore loads a model, and EMS and the claim checks send at
+most four batched judge rounds (:func:`lm_eval_fin.ems.run_ems`).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lm_eval_fin import textsim
-from lm_eval_fin.ems.pipeline import MAX_ATTEMPTS, run_ems
+from lm_eval_fin.ems.pipeline import DEFAULT_SUMMARY_REMOVAL, MAX_ATTEMPTS, run_ems
 
 
 def whole_answer_scores(answers: Sequence[str], references: Sequence[str], model: str | None) -> dict[str, Any]:
@@ -34,9 +35,12 @@ def score_corpus(
     max_score: int = 10,
     max_attempts: int = MAX_ATTEMPTS,
     extract_max_tokens: int | None = None,
+    summary_removal: str = DEFAULT_SUMMARY_REMOVAL,
+    ragchecker: bool = True,
 ) -> tuple[dict[str, float], dict[str, Any]]:
-    """BLEU, whole-answer BERTScore F1 and EMS of a run: (figures, details). ``judge`` None
-    runs the offline EMS (``ems_offline_*``)."""
+    """BLEU, whole-answer BERTScore F1, EMS and (with a judge and ``ragchecker``) the
+    RAGChecker-style claim metrics of a run: (figures, details). ``judge`` None runs the
+    offline EMS (``ems_offline_*``)."""
     model = textsim.resolve_bertscore_model(bertscore_model)
     whole = whole_answer_scores(answers, references, model)
     run = run_ems(
@@ -47,6 +51,8 @@ def score_corpus(
         bertscore_model=model,
         max_attempts=max_attempts,
         extract_max_tokens=extract_max_tokens,
+        summary_removal=summary_removal,
+        ragchecker=ragchecker,
     )
     bertscore = whole.pop("per_document_bertscore")
     figures = {**whole, **run.metrics()}

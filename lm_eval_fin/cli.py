@@ -34,6 +34,7 @@ _SUBCOMMANDS = {
     "score": ("lm_eval_fin.scoring", "re-score lm-eval samples with the judge metrics of their task"),
     "build": ("lm_eval_fin.builders.cli", "build a benchmark dataset (earnings-call)"),
     "rerank": ("lm_eval_fin.rerank.cli", "FinCARDS reranking on FinAgentBench chunk files"),
+    "report": ("lm_eval_fin.report.cli", "one HTML page, Markdown and CSV leaderboard of many lm-eval runs"),
 }
 
 def harness_argv(args: list[str]) -> list[str]:

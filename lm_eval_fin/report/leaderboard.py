@@ -26,6 +26,7 @@ from lm_eval_fin.report import stats
 from lm_eval_fin.report.runs import Metric, Run, Unreadable
 
 SEED_FIELDS = ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")
+LM_EVAL_SEEDS = [0, 1234, 1234, 1234]  # lm-eval's defaults of those seeds
 _AGREE = 1e-6
 
 
@@ -112,7 +113,9 @@ def settings_of(run: Run) -> dict[str, str]:
     found.update(_flat("model_args.", run.model_args))
     found.update(_flat("gen_kwargs.", config.get("gen_kwargs")))
     seeds = [config.get(name) for name in SEED_FIELDS]
-    if any(seed is not None for seed in seeds):
+    if seeds == LM_EVAL_SEEDS:
+        found["seed"] = "default"
+    elif any(seed is not None for seed in seeds):
         found["seed"] = str(seeds[0]) if len(set(map(str, seeds))) == 1 else ",".join(map(str, seeds))
     if config.get("limit") is not None:
         found["limit"] = str(config["limit"])

@@ -22,7 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output_path", required=True, help="folder for index.html, leaderboard.md and leaderboard.csv")
     parser.add_argument("--name", action="append", default=[], metavar="NAME",
                         help="the row name of the runs in the n-th RESULTS_DIR (repeat, in order); default: model and settings")
-    parser.add_argument("--title", default=DEFAULT_TITLE)
+    parser.add_argument("--title", default=DEFAULT_TITLE, help=f"the page title (default: {DEFAULT_TITLE!r})")
     parser.add_argument("--bootstrap_iters", type=int, default=stats.BOOTSTRAP_RESAMPLES,
                         help=f"bootstrap resamples per interval (default {stats.BOOTSTRAP_RESAMPLES})")
     parser.add_argument("--permutation_iters", type=int, default=stats.PERMUTATION_RESAMPLES,

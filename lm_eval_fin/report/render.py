@@ -27,7 +27,7 @@ import jinja2
 from lm_eval_fin.report import plots, stats
 from lm_eval_fin.report.leaderboard import Leaderboard, Row
 from lm_eval_fin.report.runs import Run, Sample
-from lm_eval_fin.report.views import Block, ViewOptions, facts_block, question_title, view_for
+from lm_eval_fin.report.views import Block, ViewOptions, question_title, view_for
 
 TEMPLATES = Path(__file__).with_name("templates")
 
@@ -204,7 +204,7 @@ def _environment(autoescape: bool) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(number=number, interval_text=interval_text, slug=slug, arrow=arrow, color=plots.color)
-    env.globals.update(stats=stats, plots=plots, facts_block=facts_block)
+    env.globals.update(plots=plots)
     return env
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -328,7 +327,3 @@ def read_results_dirs(paths: Iterable[str | Path]) -> tuple[list[Run], list[Unre
                 unreadable.append(Unreadable(file, f"unexpected {type(exc).__name__}: {exc}"))
     return runs, unreadable
 
-
-def finite(value: Any) -> bool:
-    number = as_float(value)
-    return number is not None and math.isfinite(number)

@@ -38,8 +38,8 @@ class Cell:
 
 @dataclass
 class Block:
-    """``kind``: "text" (a text kept as written), "code" (a snippet), "facts" (label: value
-    pairs), "table" (header and rows of cells)."""
+    """``kind``: "text" (a text kept as written), "facts" (label: value pairs), "table"
+    (header and rows of cells; a cell of class "code" is a snippet)."""
 
     kind: str
     title: str = ""

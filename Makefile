@@ -9,7 +9,7 @@ STAMP := $(VENV)/.lm-eval-fin-installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test bench clean
+.PHONY: install demo test bench clean chromium
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,9 +25,17 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/lm-eval-fin demo
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# The report's browser test renders the page in headless Chromium (Debian's chromium package).
+# Installed when missing; if that is impossible here, the test fails saying so (it never skips).
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+chromium:
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; } || \
+	  echo "make: could not install chromium; the browser test in tests/test_report.py will fail" >&2
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

@@ -214,14 +214,21 @@ class _SortedValues:
         return any(self.has_close(value * factor) for factor in SCALE_FACTORS)
 
 
+def matched(values: Iterable[float], against: Iterable[float]) -> list[bool]:
+    """For each of ``values``, whether some value of ``against`` matches it (within the
+    relative tolerance, at one of the :data:`SCALE_FACTORS`).
+
+    >>> matched([3.965, 7.0, 5.0], [3_970_000.0, 7000.0, 5.2])
+    [True, True, False]
+    """
+    index = _SortedValues(against)
+    return [index.matches(value) for value in values]
+
+
 def prf_of_values(predicted: Sequence[float], reference: Sequence[float]) -> tuple[float, float, float]:
     """Precision, recall, F1 of two value sets; both empty gives (1, 1, 1), one empty (0, 0, 0)."""
     predicted, reference = set(predicted), set(reference)
-    reference_index, predicted_index = _SortedValues(reference), _SortedValues(predicted)
-    return prf(
-        sum(reference_index.matches(m) for m in predicted), len(predicted),
-        sum(predicted_index.matches(g) for g in reference), len(reference),
-    )
+    return prf(sum(matched(predicted, reference)), len(predicted), sum(matched(reference, predicted)), len(reference))
 
 
 def numeric_prf(prediction: str | None, reference: str | None) -> tuple[float, float, float]:

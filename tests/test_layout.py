@@ -12,7 +12,7 @@ PACKAGE = Path(lm_eval_fin.__file__).parent
 FLOORS = {
     "cli": 4,
     "harness": 3, "benchmarks": 3, "builders": 3,
-    "ems": 2, "rerank": 2, "judge": 2,
+    "ems": 2, "rerank": 2, "judge": 2, "report": 2,
 }
 CORE = 1
 # within a floor, which parts may import which (nothing else crosses sideways)

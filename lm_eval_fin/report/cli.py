@@ -1,0 +1,57 @@
+"""``lm-eval-fin report RESULTS_DIR [RESULTS_DIR ...] --output_path OUT_DIR``.
+
+Exit status: 0 when every run was read; 1 when some could not be read (the report of the
+others is written, and the unreadable ones are listed on the page and on stderr); 2 when
+none could be read or the arguments are wrong.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lm_eval_fin.report import stats
+from lm_eval_fin.report.build import DEFAULT_TITLE, write_report_files
+from lm_eval_fin.report.leaderboard import Settings
+from lm_eval_fin.report.views import ViewOptions
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR",
+                        help="lm-eval --output_path folders (or results_<date>.json files)")
+    parser.add_argument("--output_path", required=True, help="folder for index.html, leaderboard.md and leaderboard.csv")
+    parser.add_argument("--name", action="append", default=[], metavar="NAME",
+                        help="the row name of the runs in the n-th RESULTS_DIR (repeat, in order); default: model and settings")
+    parser.add_argument("--title", default=DEFAULT_TITLE, help=f"the page title (default: {DEFAULT_TITLE!r})")
+    parser.add_argument("--bootstrap_iters", type=int, default=stats.BOOTSTRAP_RESAMPLES,
+                        help=f"bootstrap resamples per interval (default {stats.BOOTSTRAP_RESAMPLES})")
+    parser.add_argument("--permutation_iters", type=int, default=stats.PERMUTATION_RESAMPLES,
+                        help="random sign patterns of a paired test beyond 16 shared questions "
+                        f"(default {stats.PERMUTATION_RESAMPLES})")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    parser.add_argument("--execute_code", action="store_true",
+                        help="FinLFQA: run the code of the answers in lm_eval_fin.sandbox to show each snippet's outcome")
+
+
+def main(args: argparse.Namespace) -> int:
+    if len(args.name) > len(args.results_dirs):
+        print(f"lm-eval-fin report: error: {len(args.name)} --name for {len(args.results_dirs)} RESULTS_DIR",
+              file=sys.stderr)
+        return 2
+    for flag in ("bootstrap_iters", "permutation_iters"):
+        if getattr(args, flag) < 1:
+            print(f"lm-eval-fin report: error: --{flag} must be at least 1", file=sys.stderr)
+            return 2
+    settings = Settings(bootstrap_resamples=args.bootstrap_iters, permutation_resamples=args.permutation_iters,
+                        seed=args.seed)
+    report = write_report_files(args.results_dirs, args.output_path, args.name, args.title, settings,
+                                ViewOptions(execute_code=args.execute_code))
+    board = report.board
+    for item in board.unreadable:
+        print(f"lm-eval-fin report: cannot read {item.path}: {item.reason}", file=sys.stderr)
+    runs = sum(len(row.runs) for row in board.rows)
+    print(f"report of {runs} run{'s' if runs != 1 else ''} in {len(board.rows)} rows "
+          f"({report.seconds:.1f} s): {report.files['index.html']}")
+    if not board.rows:
+        return 2
+    return 1 if board.unreadable else 0

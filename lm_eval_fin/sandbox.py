@@ -3,93 +3,138 @@
 FinLFQA scores the code a model writes by whether it runs (DESIGN.md, "Code execution
 rate"): a snippet passes when it defines a function that, called with no arguments, returns
 a value other than None within the limits. :func:`run_code` runs one snippet that way,
-:func:`run_codes` many in parallel, :func:`code_exec_rate` turns results into the rate.
+:func:`run_codes` many in parallel, :func:`code_exec_rate` turns results into the rate and
+:func:`failure_categories` the failures into shares by kind (:class:`ExecResult`).
 
 Which function is called: among the functions the snippet defines at the top level (``def``
 or a ``lambda`` bound to a name), the last one, by line, that can be called with no
 arguments (every parameter has a default, or is ``*args``/``**kwargs``); so a ``main()``
 followed by its helpers is still the one called. When every function needs arguments, the
-last one is called anyway and fails for want of them. The snippet runs as a ``__main__``
-module, so an ``if __name__ == "__main__":`` block runs too (before the call). A generator,
-coroutine or asynchronous generator as the value (a function with ``yield``, an ``async
-def``) is a failure: its body has not run. Only the standard library can be imported: the
-child starts with ``-I -S``.
+last one is called anyway and fails for want of them (``missing_arguments``, the paper's
+most common failure). The snippet runs as a ``__main__`` module, so an ``if __name__ ==
+"__main__":`` block runs too (before the call). A generator, coroutine or asynchronous
+generator as the value (a function with ``yield``, an ``async def``) is a failure: its body
+has not run.
+
+What a snippet may import: the standard library, numpy and pandas (and what pandas needs:
+python-dateutil, six, pytz, tzdata where installed; :data:`OFFERED_DISTRIBUTIONS`), read-only,
+as FinLFQA's model code expects a normal Python environment. Nothing else from
+site-packages: the child starts with ``-I -S``, and a finder knows only those packages'
+names. ``ctypes`` and ``subprocess``, which pandas imports whatever the platform, are
+stand-ins whose every attribute is refused; ``numpy.ctypeslib`` and ``ndarray.ctypes``
+fail with them. Numerical libraries run one thread (``OPENBLAS_NUM_THREADS=1`` and the
+like: :data:`CHILD_ENVIRONMENT`). Importing numpy and pandas takes about 160 MB of address
+space of the default 512 (``bench/bench_sandbox.py`` measures it) and, on an idle core,
+about half a second.
 
 Model code is hostile, so every snippet runs in its own fresh child process
 (``_sandbox_child.py``) behind these layers, outermost first:
 
 1. Process. ``python -I -S`` (no site-packages, no user site, ``PYTHON*`` variables
-   ignored) in a new session, with an empty environment, no inherited descriptors but its
-   pipes, and a fresh temporary working directory that is removed afterwards.
+   ignored) in a new session, with an environment of its own (:data:`CHILD_ENVIRONMENT`,
+   nothing inherited), no inherited descriptors but its pipes, and a fresh temporary
+   working directory that is removed afterwards.
 2. Kernel namespaces, where they can be had (run as root with ``CAP_SYS_ADMIN``; probed
    once per process, see :func:`isolation`). The child, still root, enters new mount,
    network and IPC namespaces (mount only, if that is all that works), makes every mount
-   read-only in its namespace, and mounts a tmpfs of ``disk_mb`` and
+   read-only in its namespace, and mounts a ``noexec`` tmpfs of ``disk_mb`` and
    :data:`MAX_WORKDIR_ENTRIES` inodes, owned by the sandbox user, as its working directory:
-   the snippet can write nowhere else, whatever call it finds, its files are bounded in
-   total and vanish with the namespace, and it has no network but a loopback that is down.
-   The set-up needs ``_ctypes``, which must not be loaded where the snippet runs, so the
-   child then ``execve``s a fresh interpreter that carries on inside the namespaces.
-   Where namespaces cannot be had (not root, no ``CAP_SYS_ADMIN``, a seccomp filter as in
-   Docker's default, or ``LM_EVAL_FIN_SANDBOX_NO_NAMESPACES=1``), a warning saying why is
-   logged once and the parent makes up for it in part: it measures the working directory
-   every 50 ms and after the run (more than ``disk_mb`` or :data:`MAX_WORKDIR_ENTRIES`
-   entries: stopped, a failure), and, run as root, removes after every run what the sandbox
-   user created in world-writable folders (:data:`WORLD_WRITABLE_CANDIDATES` and the
-   temporary folder), see "What stays open".
-3. Kernel limits, set with ``setrlimit`` before the snippet exists: address space, CPU
+   its files are bounded in total and vanish with the namespace, and it has no network but
+   a loopback that is down. Where namespaces cannot be had (not root, no ``CAP_SYS_ADMIN``
+   as in Docker's default or under ``capsh --drop=cap_sys_admin``, or
+   ``LM_EVAL_FIN_SANDBOX_NO_NAMESPACES=1``), the parent measures the working directory
+   every 50 ms and after the run instead (more than ``disk_mb`` or
+   :data:`MAX_WORKDIR_ENTRIES` entries: stopped, a ``resource`` failure).
+3. Landlock, where the kernel offers it (Linux 5.13 and later with ``landlock`` among its
+   security modules; no root needed; ``LM_EVAL_FIN_SANDBOX_NO_LANDLOCK=1`` turns it off).
+   The child may read only the interpreter, the standard library, the offered packages,
+   the folders of the shared libraries the interpreter loaded, the dynamic loader's cache,
+   the time zone files, a few devices and its working directory; it may write, create,
+   remove or rename only in its working directory (and write ``/dev/null``). From ABI 4 it
+   can neither bind nor connect TCP sockets; from ABI 6 it can signal no process and
+   reach no abstract Unix socket outside its own Landlock domain. This holds below the
+   audit hook: C code, and any way past the hook, meets it too.
+4. Seccomp filter (every child; no root needed: ``no_new_privs``; x86_64 and aarch64).
+   The kernel refuses (``EPERM``): signals, ``pidfd_open``, ``prlimit``, priority and
+   affinity changes aimed at any process but the child itself (``pidfd_send_signal``
+   always: its descriptor could name any process); ``ptrace`` and reading or writing other
+   processes' memory; ``fork``, ``clone`` (processes and threads) and ``execve``
+   (``execveat`` only from a descriptor number the snippet can never hold, by which the
+   confinement stage starts the snippet's interpreter); ``memfd_create``, ``memfd_secret``,
+   System V shared memory, message queues and semaphores, POSIX message queues (memory
+   that ``RLIMIT_AS`` does not count); ``mknod``/``mkfifo`` anywhere; ``socket``;
+   ``io_uring``, ``userfaultfd``, ``bpf``, ``perf_event_open``, the key rings; new
+   namespaces, ``setns`` and every mount call. Calls of another architecture kill the
+   child. A child that cannot install the filter does not start (:class:`SandboxError`).
+   Namespaces, Landlock and the filter are set up by a first interpreter that uses
+   ``ctypes``; it then replaces itself with the snippet's interpreter, which never loads
+   ``ctypes``, and they carry over to it for good.
+5. Kernel limits, set with ``setrlimit`` before the snippet exists: address space, CPU
    seconds, size of any file written, open descriptors (:data:`MAX_OPEN_FILES`), no new
    processes or threads (``RLIMIT_NPROC`` 0), no core files.
-4. Unprivileged user. Run as root (these machines and CI are), the child switches to uid
-   and gid 65534 after the interpreter has started, since root ignores ``RLIMIT_NPROC``,
-   writes anywhere and signals anyone. The interpreter lives where that user may not read
-   (under /root here), so the child opens the standard library's folders first and imports
-   through those descriptors (``/proc/self/fd/N``) afterwards.
-5. Audit hook (``sys.addaudithook``; Python code cannot remove it). It refuses: new
+6. Unprivileged user. Run as root (these machines and CI are), the child switches to uid
+   and gid 65534 after the interpreter has started, since root ignores ``RLIMIT_NPROC``
+   and file permissions. The interpreter and the packages may live where that user may not
+   read (under /root here), so the child opens their folders first and imports through
+   those descriptors (``/proc/self/fd/N``) afterwards. Not run as root, there is no other
+   user to switch to: snippets run as you, and :func:`isolation` says so in its warning.
+7. Audit hook (``sys.addaudithook``; Python code cannot remove it). It refuses: new
    processes and signals (``os.fork``/``exec``/``spawn``/``system``, ``subprocess``,
    ``os.kill``); sockets; ``ctypes``; opening files for writing outside the working
-   directory, and for reading outside it, the standard library and a few shared files
-   (``/dev/null``, ``/dev/urandom``, zoneinfo), so that neither ``/proc/<parent>/environ``
-   nor ``/proc/self/mem`` opens; ``os.open`` with a relative path (a ``dir_fd`` the hook
-   cannot see could point anywhere); creating, removing or renaming anything outside the
-   working directory, and links, ``chmod`` and ``chdir`` anywhere; raising limits;
-   tracing, ``gc`` object walks, hand-made code objects, rewriting a function's code or
-   defaults; importing the modules that give these powers. The hook binds all it uses when
-   it is installed and never calls the snippet's code, so rebinding names in ``builtins``,
-   ``os`` or ``sys.modules`` does not change its decisions. ``os.mkfifo``, ``os.mknod``,
-   ``os.memfd_create``, ``os.pidfd_open`` and ``signal.pidfd_send_signal`` raise no audit
-   event, so they are removed from their modules.
-6. Parent. A wall-clock deadline (the whole child, start-up included); captured output is
+   directory, and for reading outside it, the standard library, the offered packages and
+   a few shared files (``/dev/null``, ``/dev/urandom``, zoneinfo), so that neither
+   ``/proc/<parent>/environ`` nor ``/proc/self/mem`` opens; ``os.open`` with a relative
+   path (a ``dir_fd`` the hook cannot see could point anywhere); creating, removing or
+   renaming anything outside the working directory, and links, ``chmod`` and ``chdir``
+   anywhere; loading native code (an extension module) from anywhere but the standard
+   library and the offered packages; raising limits; tracing, ``gc`` object walks,
+   hand-made code objects, rewriting the code or defaults of the sandbox's own functions;
+   importing the modules that give these powers (an ``ImportError``, so that ``try:
+   import`` falls back as it would where they are missing). The hook binds all it uses
+   when it is installed and never calls the snippet's code, so rebinding names in
+   ``builtins``, ``os`` or ``sys.modules`` does not change its decisions. Its refusals
+   read ``sandbox: ...`` and count as ``refused``.
+8. Parent. A wall-clock deadline (the whole child, start-up included); captured output is
    capped and the child stopped beyond the cap; the child's whole session is killed when it
-   ends or times out (forked descendants would keep the pipes open); nothing the snippet
-   does raises in the parent. A sandbox that cannot start (before any snippet code runs)
-   raises :class:`SandboxError` rather than scoring every snippet as a failure.
+   ends or times out; nothing the snippet does raises in the parent. A sandbox that cannot
+   start (before any snippet code runs) raises :class:`SandboxError` rather than scoring
+   every snippet as a failure.
+
+What each setting has (the same in CI as here, given the same kernel):
+
+============================  ====================  ====================  ====================
+layer                         root, namespaces      root, no namespaces   not root
+============================  ====================  ====================  ====================
+snippet's user                65534                 65534                 yours
+seccomp filter                yes                   yes                   yes
+Landlock (if the kernel has)  yes                   yes                   yes
+read-only mounts, tmpfs       yes                   watchdog on the dir   watchdog on the dir
+network                       empty namespace       no sockets (seccomp)  no sockets (seccomp)
+limits, audit hook            yes                   yes                   yes
+============================  ====================  ====================  ====================
 
 What stays open, knowingly:
 
 - CPython documents audit hooks as no security boundary. Code that corrupts the
-  interpreter's memory (through some CPython bug; ``ctypes`` and ``/proc/self/mem`` are
-  refused) gets past layer 5, not past layers 1-4. ``_imp.create_builtin`` rebuilds
-  ``posix`` and ``_signal`` with the removed calls. With namespaces, ``mkfifo`` and
-  ``mknod`` then fail (read-only file system). Without them, as uid 65534 they create
-  FIFOs or empty files in world-writable folders; the fallback removes those in the folders
-  it knows of after the run (they exist until then, the snippet may still score as a
-  success, and another folder writable by uid 65534 is not cleaned). The clean-up takes
-  uid 65534 to be the sandbox's alone: files it comes to own in those folders while
-  snippets run are removed, whoever made them. In both modes the rebuilt ``_signal`` can
-  signal other processes of uid 65534: snippets running at the same time (spoiling their
-  scores) or other "nobody" processes on the machine.
-- Disk and memory: with namespaces, the tmpfs bounds the working directory (in memory,
-  freed when the child exits). Without, the watchdog lets a snippet pass ``disk_mb`` by
-  what it writes in 50 ms before it is stopped, and cannot see files deleted while still
-  open. Either way, at most :data:`MAX_OPEN_FILES` such files (or memfds from a rebuilt
-  ``posix``, which live in memory outside ``RLIMIT_AS``) of up to ``file_size_mb`` each are
-  held until the child exits.
-- Not run as root, layers 2 and 4 are missing and the fallback removes nothing (it cannot
-  tell the snippet's files from yours): the child runs as you, and layer 5 alone keeps it
-  from your files and processes (the ``_imp`` route above reaches them). Run untrusted code
-  as root (the child then drops to uid 65534) or inside a container.
-- Without a network namespace, the network is closed by layer 5 only.
+  interpreter's memory (through some CPython bug; ``ctypes``, ``/proc/self/mem`` and native
+  code from the working directory are refused) gets past layer 7, not past layers 1-6.
+  ``_imp.create_builtin`` rebuilds ``posix`` and ``_signal`` with every call; the ones that
+  raise no audit event (``mkfifo``, ``mknod``, ``memfd_create``, ``pidfd_open``,
+  ``pidfd_send_signal``) are the seccomp filter's to refuse, and it does.
+- Without Landlock (older kernels, or kernels built without it), only the audit hook keeps
+  snippets from writing outside their folder what their user may write (for you, when not
+  root: your files) and from reading what it may read; the seccomp filter still refuses
+  FIFOs, device files, memfds, signals and new processes. :func:`isolation` logs this.
+- The hook's path checks are lexical: a symbolic link inside the standard library or a
+  package leads where it points (Landlock, where present, stops reads outside).
+- Memory outside ``RLIMIT_AS``: with namespaces the working directory's tmpfs (up to
+  ``disk_mb``); pipes (at most :data:`MAX_OPEN_FILES` buffers of 64 KiB).
+  ``bench/bench_sandbox.py`` measures what a snippet holds this way.
+- Disk without namespaces: the watchdog lets a snippet pass ``disk_mb`` by what it writes
+  in 50 ms before it is stopped, and cannot see files deleted while still open (at most
+  :data:`MAX_OPEN_FILES` of up to ``file_size_mb`` each, until the child exits).
+- Not run as root, snippets run as you: what Landlock (or, without it, the hook) lets them
+  read is readable to you anyway, and files they make in their folder are yours.
 - A snippet written against this module's internals can read its result token from the
   child's stack frames and fake its own success; that changes its score, nothing outside.
 """
@@ -97,6 +142,8 @@ What stays open, knowingly:
 from __future__ import annotations
 
 import functools
+import importlib.machinery
+import importlib.metadata
 import logging
 import marshal
 import math
@@ -113,8 +160,10 @@ import threading
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+from lm_eval_fin._sandbox_child import FAILURE_CATEGORIES
 
 CHILD_SCRIPT = Path(__file__).with_name("_sandbox_child.py")
 _REAL_CHILD_SCRIPT = CHILD_SCRIPT  # what the probe runs, whatever a test patches
@@ -133,6 +182,14 @@ exec(child_code, child)
 child["main"](job, child_code)
 """
 UNPRIVILEGED_UID = 65534  # "nobody"; also used as the gid
+# The child's whole environment: numerical libraries run one thread (threads are refused).
+CHILD_ENVIRONMENT = {
+    "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+    "NUMEXPR_NUM_THREADS": "1",
+}  # fmt: skip
+# What snippets may import besides the standard library: numpy and pandas, as FinLFQA's
+# model code expects, and what pandas needs (distribution names; the absent are skipped).
+OFFERED_DISTRIBUTIONS = ("numpy", "pandas", "python-dateutil", "six", "pytz", "tzdata")
 MAX_TEXT_CHARS = 4096  # longest value repr or error message kept
 MAX_WORKDIR_ENTRIES = 4096  # files and folders the working directory may hold
 MAX_OPEN_FILES = 64  # descriptors the child may hold at once
@@ -146,13 +203,9 @@ NAMESPACE_CHOICES = (
     (("mount", "network", "ipc"), CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC),
     (("mount",), CLONE_NEWNS),
 )
-# Folders the unprivileged user can usually write to, outside any namespace: where the
-# fallback looks for what a snippet left behind.
-WORLD_WRITABLE_CANDIDATES = (
-    "/tmp", "/var/tmp", "/dev/shm", "/dev/mqueue", "/run/lock", "/var/lock",
-)  # fmt: skip
 _PROBE_TIMEOUT_S = 20.0
-NO_NAMESPACES_VARIABLE = "LM_EVAL_FIN_SANDBOX_NO_NAMESPACES"  # set to 1: use the fallback
+NO_NAMESPACES_VARIABLE = "LM_EVAL_FIN_SANDBOX_NO_NAMESPACES"  # set to 1: no namespaces
+NO_LANDLOCK_VARIABLE = "LM_EVAL_FIN_SANDBOX_NO_LANDLOCK"  # set to 1: no Landlock
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +223,19 @@ class ExecResult:
     that return value (cut to :data:`MAX_TEXT_CHARS`), None otherwise. ``error``: why it
     failed, None when ``ok``. ``output``: what the snippet printed (stdout and stderr
     together, up to ``max_output_bytes``). ``duration_s``: wall-clock seconds, child
-    start-up included.
+    start-up included. ``category``: why it failed, one of :data:`FAILURE_CATEGORIES`
+    (None when ``ok``):
+
+    - ``syntax``: it does not compile (syntax or indentation error, NUL bytes, not text);
+    - ``no_function``: it defines no function;
+    - ``missing_arguments``: every function it defines needs arguments, so the call fails;
+    - ``exception``: its code raised, or its process ended without a result;
+    - ``none_result``: the function returned None;
+    - ``generator``: it returned a generator or coroutine (its body has not run);
+    - ``refused``: the sandbox refused something it tried (a file outside its folder, a
+      process, a socket, ``ctypes``, a thread);
+    - ``resource``: memory, disk, file size, open files or output past the limits;
+    - ``timeout``: wall-clock or CPU time.
     """
 
     ok: bool
@@ -178,6 +243,7 @@ class ExecResult:
     error: str | None = None
     output: str = ""
     duration_s: float = 0.0
+    category: str | None = None
 
 
 @dataclass(frozen=True)
@@ -221,12 +287,20 @@ class Isolation:
     """What kernel isolation the sandbox found here (probed once per process).
 
     ``namespaces``: those each child enters (``("mount", "network", "ipc")`` at best), empty
-    when none could be set up; ``reason``: why not, then.
+    when none could be set up; ``reason``: why not, then. ``landlock_abi``: the Landlock ABI
+    version each child restricts itself with, 0 for none; ``landlock_reason``: why none.
+    ``snippet_uid``: the user snippets run as (65534 when started as root, else yours);
+    ``own_user``: True when that is the evaluator's own user (not started as root). The
+    seccomp filter is not listed: every child installs it or does not start.
     """
 
     namespaces: tuple[str, ...] = ()
     flags: int = 0
     reason: str | None = None
+    landlock_abi: int = 0
+    landlock_reason: str | None = None
+    snippet_uid: int = UNPRIVILEGED_UID
+    own_user: bool = False
 
 
 _isolation: Isolation | None = None
@@ -240,14 +314,38 @@ def isolation() -> Isolation:
     with _isolation_lock:
         if _isolation is None:
             _isolation = _probe_isolation()
-            if not _isolation.namespaces:
-                logger.warning(
-                    "sandbox: no kernel namespaces for the snippets (%s); falling back to "
-                    "limits, the unprivileged user and the audit hook, with a disk watchdog "
-                    "and removal of the sandbox user's files from world-writable folders",
-                    _isolation.reason,
-                )
+            gaps = isolation_gaps(_isolation)
+            if gaps:
+                logger.warning("sandbox: weaker isolation here. %s", " ".join(gaps))
         return _isolation
+
+
+def isolation_gaps(found: Isolation) -> list[str]:
+    """What ``found`` lacks against the full sandbox (root, namespaces, Landlock), one
+    plain sentence per gap; empty when nothing is missing."""
+    gaps = []
+    if found.own_user:
+        gaps.append(
+            f"Not running as root, so the sandbox cannot switch to an unprivileged user: snippets "
+            f"run as your own user (uid {found.snippet_uid}) and may read what you may read "
+            "wherever Landlock and the audit hook do not stop them. The seccomp filter still "
+            "refuses them signals to any other process (yours included), new processes and "
+            "programs, sockets and memfds."
+        )
+    if not found.namespaces:
+        gaps.append(
+            f"No kernel namespaces ({found.reason}): the seccomp filter and the audit hook close "
+            "the network, and the working directory is measured every "
+            f"{_DISK_CHECK_INTERVAL_S * 1000:g} ms rather than bounded by a tmpfs."
+        )
+    if not found.landlock_abi:
+        owner = "you own" if found.own_user else f"uid {found.snippet_uid} may write"
+        gaps.append(
+            f"No Landlock ({found.landlock_reason}): only the audit hook keeps snippets from "
+            f"writing files {owner} outside their folder and from reading them, which native "
+            "code (through some CPython bug) would get past."
+        )
+    return gaps
 
 
 def run_code(code: str | bytes, timeout: float = 5.0, **limits) -> ExecResult:
@@ -284,6 +382,20 @@ def code_exec_rate(results: Iterable[ExecResult]) -> float:
     return sum(result.ok for result in results) / len(results) if results else 0.0
 
 
+def failure_categories(results: Iterable[ExecResult]) -> dict[str, float]:
+    """Share of all snippets that failed in each category (:data:`FAILURE_CATEGORIES`),
+    keyed ``code_<category>``, every category present. With :func:`code_exec_rate` the
+    shares add up to 1. No snippets: every share 0.0, as the rate. A failure without a
+    category (an :class:`ExecResult` made by hand) counts as ``exception``."""
+    results = list(results)
+    counts = dict.fromkeys(FAILURE_CATEGORIES, 0)
+    for result in results:
+        if not result.ok:
+            category = result.category if result.category in counts else "exception"
+            counts[category] += 1
+    return {f"code_{name}": count / len(results) if results else 0.0 for name, count in counts.items()}
+
+
 @functools.cache
 def _compiled(script: Path):
     return compile(script.read_text(encoding="utf-8"), str(script), "exec", dont_inherit=True)
@@ -294,7 +406,9 @@ def _run(code, limits: Limits) -> ExecResult:
         return _run_in_child(str.__str__(code), limits, isolation())
     if isinstance(code, bytes):
         return _run_in_child(bytes(memoryview(code)), limits, isolation())
-    return ExecResult(ok=False, error=f"not code: expected str or bytes, got {type(code).__name__}")
+    return ExecResult(
+        ok=False, error=f"not code: expected str or bytes, got {type(code).__name__}", category="syntax"
+    )
 
 
 def _run_in_child(
@@ -302,7 +416,6 @@ def _run_in_child(
 ) -> ExecResult:
     started = time.monotonic()
     drop_to_uid = UNPRIVILEGED_UID if os.geteuid() == 0 else None
-    strays = _stray_watch() if drop_to_uid is not None and not kernel.namespaces else None
     try:
         workdir = os.path.realpath(tempfile.mkdtemp(prefix=WORKDIR_PREFIX))
     except OSError as exc:
@@ -313,7 +426,7 @@ def _run_in_child(
         result_read, result_write = os.pipe()
         if drop_to_uid is not None:
             os.chown(workdir, drop_to_uid, drop_to_uid)
-        job = _job(workdir, drop_to_uid, result_write, token, limits, kernel.flags)
+        job = _job(workdir, drop_to_uid, result_write, token, limits, kernel)
         job["code"] = code
         child = _start_child(workdir, result_write)
         os.close(result_write)
@@ -335,11 +448,9 @@ def _run_in_child(
             if fd is not None:
                 os.close(fd)
         _remove_tree(workdir)
-        if strays is not None:
-            strays.remove_new()
 
 
-def _job(workdir, drop_to_uid, result_fd, token, limits: Limits, namespaces: int) -> dict:
+def _job(workdir, drop_to_uid, result_fd, token, limits: Limits, kernel: Isolation) -> dict:
     return {
         "workdir": workdir,
         "drop_to_uid": drop_to_uid,
@@ -352,7 +463,9 @@ def _job(workdir, drop_to_uid, result_fd, token, limits: Limits, namespaces: int
         "max_entries": MAX_WORKDIR_ENTRIES,
         "max_open_files": MAX_OPEN_FILES,
         "max_text_chars": MAX_TEXT_CHARS,
-        "namespaces": namespaces,
+        "namespaces": kernel.flags,
+        "landlock_abi": kernel.landlock_abi,
+        "packages": offered_packages(),
         "stub": CHILD_STUB,
     }
 
@@ -364,44 +477,114 @@ def _start_child(workdir: str, result_write: int) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         cwd=workdir,
-        env={},
+        env=CHILD_ENVIRONMENT,
         pass_fds=(result_write,),
         start_new_session=True,
     )
 
 
-# What the probe runs: True only where the file system is as the namespaces should leave it.
-PROBE_SNIPPET = """\
+@functools.cache
+def offered_packages() -> tuple[tuple[str | None, str], ...]:
+    """What snippets may import besides the standard library: (import name, path) of each
+    top-level package or module of the installed :data:`OFFERED_DISTRIBUTIONS`, and (None,
+    path) of their other top-level folders (``numpy.libs``: libraries the extensions load),
+    which may be read but not imported. Found once, from the installed files' records."""
+    offered = {}
+    for distribution_name in OFFERED_DISTRIBUTIONS:
+        try:
+            distribution = importlib.metadata.distribution(distribution_name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        for top in {file.parts[0] for file in distribution.files or () if file.parts}:
+            if top in ("..", "__pycache__") or top.endswith((".dist-info", ".egg-info", ".data", ".pth")):
+                continue
+            path = os.path.realpath(distribution.locate_file(top))
+            if os.path.isdir(path):
+                name = top if os.path.isfile(os.path.join(path, "__init__.py")) else None
+            elif top.endswith(".py"):
+                name = top[: -len(".py")]
+            elif top.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+                name = top.split(".", 1)[0]
+            else:
+                continue
+            offered[path] = name
+    return tuple(sorted(((name, path) for path, name in offered.items()), key=lambda item: item[1]))
+
+
+def _landlock_abi() -> tuple[int, str | None]:
+    """(Landlock ABI version the kernel offers, 0 if none; why none)."""
+    if os.environ.get(NO_LANDLOCK_VARIABLE, "").strip() not in ("", "0"):
+        return 0, f"turned off by {NO_LANDLOCK_VARIABLE}"
+    if sys.platform != "linux":
+        return 0, f"Landlock is Linux-only, this is {sys.platform}"
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    # landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION)
+    version = libc.syscall(_LANDLOCK_CREATE_RULESET, None, 0, 1)
+    if version < 1:
+        return 0, f"not offered by this kernel: {os.strerror(ctypes.get_errno())}"
+    return int(version), None
+
+
+_LANDLOCK_CREATE_RULESET = 444  # the same on every architecture
+# What the probes run: under namespaces, True only where the file system is as they should
+# leave it; without, True once the child is set up.
+NAMESPACE_PROBE = """\
 import os
 def probe():
     read_only = lambda path: bool(os.statvfs(path).f_flag & os.ST_RDONLY)
     return read_only("/") and read_only("..") and not read_only(".") or None
 """
+PLAIN_PROBE = "def probe():\n    return True\n"
 
 
 def _probe_isolation() -> Isolation:
-    """Run :data:`PROBE_SNIPPET` under each set of :data:`NAMESPACE_CHOICES` in turn, every
-    layer on; the first set under which it passes is used."""
+    """The strongest isolation under which a child starts and passes its probe: each set of
+    :data:`NAMESPACE_CHOICES` in turn (as root), then none; each with Landlock if the kernel
+    offers it, then without. Raises :class:`SandboxError` when none starts (the seccomp
+    filter cannot be installed, for one)."""
+    own_user = os.geteuid() != 0
+    uid = os.geteuid() if own_user else UNPRIVILEGED_UID
+    abi, landlock_reason = _landlock_abi()
     if os.environ.get(NO_NAMESPACES_VARIABLE, "").strip() not in ("", "0"):
-        return Isolation(reason=f"turned off by {NO_NAMESPACES_VARIABLE}")
-    if sys.platform != "linux":
-        return Isolation(reason=f"namespaces are Linux-only, this is {sys.platform}")
-    if os.geteuid() != 0:
-        return Isolation(reason="not running as root (namespaces here need CAP_SYS_ADMIN)")
-    reasons = []
-    for names, flags in NAMESPACE_CHOICES:
-        candidate = Isolation(namespaces=names, flags=flags)
-        try:
-            result = _run_in_child(
-                PROBE_SNIPPET, Limits(timeout=_PROBE_TIMEOUT_S), candidate, _REAL_CHILD_SCRIPT
+        choices, reasons = [], [f"turned off by {NO_NAMESPACES_VARIABLE}"]
+    elif sys.platform != "linux":
+        choices, reasons = [], [f"namespaces are Linux-only, this is {sys.platform}"]
+    elif os.geteuid() != 0:
+        choices, reasons = [], ["not running as root (namespaces here need CAP_SYS_ADMIN)"]
+    else:
+        choices, reasons = list(NAMESPACE_CHOICES), []
+    landlock_failures = []
+    for names, flags in [*choices, ((), 0)]:
+        for landlock in (abi, 0) if abi else (0,):
+            candidate = Isolation(
+                namespaces=names,
+                flags=flags,
+                reason=None if names else "; ".join(reasons),
+                landlock_abi=landlock,
+                landlock_reason=landlock_reason if not landlock else None,
+                snippet_uid=uid,
+                own_user=own_user,
             )
-        except SandboxError as exc:
-            reasons.append(f"{'+'.join(names)}: {str(exc).strip()[-500:]}")
-            continue
-        if result.ok:
-            return candidate
-        reasons.append(f"{'+'.join(names)}: the probe failed: {result.error}")
-    return Isolation(reason="; ".join(reasons))
+            probe = NAMESPACE_PROBE if names else PLAIN_PROBE
+            try:
+                result = _run_in_child(probe, Limits(timeout=_PROBE_TIMEOUT_S), candidate, _REAL_CHILD_SCRIPT)
+                failure = None if result.ok else f"the probe failed: {result.error}"
+            except SandboxError as exc:
+                failure = str(exc).strip()[-500:]
+            if failure is None:
+                if landlock_failures and not landlock:
+                    candidate = replace(candidate, landlock_reason="; ".join(landlock_failures))
+                return candidate
+            if landlock:  # try these namespaces again without Landlock
+                landlock_failures.append(f"ABI {landlock}: {failure}")
+            elif names:  # try the next set of namespaces
+                reasons.append(f"{'+'.join(names)}: {failure}")
+            else:
+                raise SandboxError(f"the sandbox cannot start here: {failure}")
+    raise AssertionError("unreachable: the last choice returns or raises")
 
 
 def _over_disk(workdir: str, limits: Limits) -> bool:
@@ -545,14 +728,17 @@ def _verdict(
     output_text = run.output.decode("utf-8", "replace")
     done = functools.partial(ExecResult, output=output_text, duration_s=duration)
     if run.timed_out:
-        return done(ok=False, error=f"timed out after {limits.timeout:g} s (wall clock)")
+        return done(ok=False, error=f"timed out after {limits.timeout:g} s (wall clock)", category="timeout")
     if run.output_overflow:
-        return done(ok=False, error=f"printed more than {limits.max_output_bytes} bytes; stopped")
+        return done(
+            ok=False, error=f"printed more than {limits.max_output_bytes} bytes; stopped", category="resource"
+        )
     if run.disk_exceeded:
         return done(
             ok=False,
             error=f"wrote more than {limits.disk_mb:g} MB or {MAX_WORKDIR_ENTRIES} files and "
             "folders to its working directory; stopped",
+            category="resource",
         )
     ready_token, _, record = run.record.decode("utf-8", "replace").partition("\n")
     if ready_token != token:
@@ -562,14 +748,16 @@ def _verdict(
         )
     # The outcome repeats the token, so that bytes the snippet itself wrote to the result
     # pipe cannot pass for one.
-    outcome_token, status, text = (record.split("\n", 2) + ["", ""])[:3]
+    outcome_token, status, category, text = (record.split("\n", 3) + ["", "", ""])[:4]
     if outcome_token == token and status == "ok":
         return done(ok=True, value=text)
     if outcome_token == token and status == "error":
-        return done(ok=False, error=text)
+        return done(ok=False, error=text, category=category if category in FAILURE_CATEGORIES else "exception")
     if returncode < 0:
-        return done(ok=False, error=_signal_error(-returncode, limits))
-    return done(ok=False, error=f"the child exited with status {returncode} without a result")
+        return done(ok=False, error=_signal_error(-returncode, limits), category=_signal_category(-returncode))
+    return done(
+        ok=False, error=f"the child exited with status {returncode} without a result", category="exception"
+    )
 
 
 def _signal_error(signum: int, limits: Limits) -> str:
@@ -585,6 +773,14 @@ def _signal_error(signum: int, limits: Limits) -> str:
     return f"the child was killed by {name}{hint}"
 
 
+def _signal_category(signum: int) -> str:
+    # SIGKILL: the CPU hard limit (SIGXCPU ignored) or the kernel out of memory; any other
+    # signal (a crash, or one the snippet sent itself) is its code's failure
+    if signum == signal.SIGXCPU:
+        return "timeout"
+    return "resource" if signum == signal.SIGKILL else "exception"
+
+
 def _remove_tree(path: str) -> None:
     """Remove the working directory. A snippet may have made folders it cannot enter
     (``os.mkdir(name, 0)``); unless root, the parent must open them up before removing."""
@@ -598,72 +794,3 @@ def _remove_tree(path: str) -> None:
             except OSError:
                 pass
     shutil.rmtree(path, ignore_errors=True)
-
-
-class _StrayWatch:
-    """The fallback's clean-up, without namespaces and run as root: removes what the sandbox
-    user created in world-writable folders (FIFOs and empty files; writing there is refused
-    by the audit hook, but a rebuilt ``posix`` module has ``mkfifo`` and ``mknod``). The user
-    is dedicated to the sandbox, so what it owns there is a snippet's, except what it owned
-    before the first snippet ran (left alone) and folders: the working directories of
-    snippets still running (a snippet cannot create folders outside its own)."""
-
-    def __init__(self):
-        folders = {os.path.realpath(tempfile.gettempdir())}
-        folders.update(os.path.realpath(path) for path in WORLD_WRITABLE_CANDIDATES)
-        self.folders = sorted(path for path in folders if _writable_by_sandbox_user(path))
-        self.before = {entry for folder in self.folders for entry in self._owned(folder)}
-        self.lock = threading.Lock()
-
-    @staticmethod
-    def _owned(folder: str):
-        try:
-            scanner = os.scandir(folder)
-        except OSError:
-            return
-        with scanner:
-            for entry in scanner:
-                try:
-                    info = entry.stat(follow_symlinks=False)
-                except OSError:
-                    continue
-                if info.st_uid == UNPRIVILEGED_UID:
-                    yield folder, entry.name, info.st_ino, info.st_mode
-
-    def remove_new(self) -> None:
-        with self.lock:
-            for folder in self.folders:
-                for entry in list(self._owned(folder)):
-                    _, name, _, mode = entry
-                    if entry in self.before or stat.S_ISDIR(mode):
-                        continue  # folders: the working directories (snippets make none)
-                    try:
-                        os.unlink(os.path.join(folder, name))
-                    except OSError:
-                        pass
-
-
-def _writable_by_sandbox_user(path: str) -> bool:
-    try:
-        info = os.stat(path)
-    except OSError:
-        return False
-    if not stat.S_ISDIR(info.st_mode):
-        return False
-    return bool(
-        info.st_mode & stat.S_IWOTH
-        or (info.st_uid == UNPRIVILEGED_UID and info.st_mode & stat.S_IWUSR)
-        or (info.st_gid == UNPRIVILEGED_UID and info.st_mode & stat.S_IWGRP)
-    )
-
-
-_stray_watch_instance: _StrayWatch | None = None
-_stray_watch_lock = threading.Lock()
-
-
-def _stray_watch() -> _StrayWatch:
-    global _stray_watch_instance
-    with _stray_watch_lock:
-        if _stray_watch_instance is None:
-            _stray_watch_instance = _StrayWatch()
-        return _stray_watch_instance

@@ -119,7 +119,7 @@ def _bare_subprocess(code: str, flags: tuple[str, ...] = ()) -> bool:
         input=code,
         capture_output=True,
         text=True,
-        timeout=5,
+        timeout=120,  # generous: a crowded machine must not turn a slow peer into a crash
     )
     return done.returncode == 0 and done.stdout.strip() != "None"
 

@@ -381,8 +381,8 @@ def _confine(job: dict, child_code) -> None:
         step = "start the snippet's interpreter"
         argv = [sys.executable, "-I", "-S", "-c", job["stub"]]
         environment = [f"{name}={value}" for name, value in os.environ.items()]
-        kernel.call(kernel.libc.syscall, _arch(os.uname().machine)[1]["execveat"], EXEC_FD, b"",
-                    kernel.strings(argv), kernel.strings(environment), AT_EMPTY_PATH, what="execveat")  # fmt: skip
+        kernel.call("syscall", _arch(os.uname().machine)[1]["execveat"], EXEC_FD, b"", kernel.strings(argv),
+                    kernel.strings(environment), AT_EMPTY_PATH, what="execveat")  # fmt: skip
     except OSError as exc:
         where = exc.filename or f"errno {exc.errno}"
         raise SystemExit(f"sandbox: could not {step}: {exc.strerror} ({where})") from None
@@ -391,55 +391,69 @@ def _confine(job: dict, child_code) -> None:
 
 
 class Kernel:
-    """The C library through ``ctypes``, for the confinement stage only (the snippet's
-    interpreter never loads ``ctypes``)."""
+    """The C library through ``_ctypes`` (the bare module: importing ``ctypes`` would cost
+    more than the rest of the stage), for the confinement stage only; the snippet's
+    interpreter never loads it. Buffers live as long as this object."""
 
     def __init__(self):
-        import ctypes
+        import _ctypes
 
-        self.ctypes = ctypes
-        self.libc = ctypes.CDLL(None, use_errno=True)
-        self.libc.syscall.restype = ctypes.c_long
+        class Long(_ctypes._SimpleCData):
+            _type_ = "l"
 
-    def call(self, function, *args, what: str) -> int:
-        """``function(*args)``; OSError (naming ``what``) when it returns less than 0."""
-        # every int as a C long: the variadic syscall() and prctl() read longs
-        args = [self.ctypes.c_long(arg) if type(arg) is int else arg for arg in args]
-        returned = function(*args)
+        class Char(_ctypes._SimpleCData):
+            _type_ = "c"
+
+        class Function(_ctypes.CFuncPtr):  # long f(...), errno kept
+            _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+            _restype_ = Long
+
+        self._ctypes, self._long, self._char, self._function = _ctypes, Long, Char, Function
+        self._libc = _ctypes.dlopen(None)
+        self._buffers = []
+
+    def call(self, name: str, *args, what: str) -> int:
+        """The C library's ``name(*args)``; OSError (naming ``what``) when it returns less
+        than 0. Every int goes as a C long: the variadic syscall() and prctl() read longs."""
+        function = self._function(self._ctypes.dlsym(self._libc, name))
+        returned = function(*[self._long(arg) if type(arg) is int else arg for arg in args])
         if returned < 0:
-            errno = self.ctypes.get_errno()
+            errno = self._ctypes.get_errno()
             raise OSError(errno, os.strerror(errno), what)
         return returned
 
-    def buffer(self, data: bytes):
-        return self.ctypes.create_string_buffer(data, len(data))
+    def buffer(self, data: bytes) -> int:
+        """The address of a copy of ``data`` (kept alive with this object)."""
+        array_type = type("Buffer", (self._ctypes.Array,), {"_type_": self._char, "_length_": max(1, len(data))})
+        copy = array_type.from_buffer_copy(data.ljust(1, b"\0"))
+        self._buffers.append(copy)
+        return self._ctypes.addressof(copy)
 
-    def strings(self, values):
-        """A NULL-terminated ``char *[]``."""
-        array = (self.ctypes.c_char_p * (len(values) + 1))()
-        array[:-1] = [os.fsencode(value) for value in values]
-        return array
+    def strings(self, values) -> int:
+        """The address of a NULL-terminated ``char *[]`` of ``values``."""
+        pointers = [self.buffer(os.fsencode(value) + b"\0") for value in values]
+        return self.buffer(struct.pack(f"={len(pointers) + 1}Q", *pointers, 0))
 
 
 def _isolate(kernel: Kernel, flags: int, workdir: str, disk_bytes: int, max_entries: int, uid) -> None:
     """New namespaces (``flags`` for unshare(2)); every mount read-only in them; a tmpfs of
     ``disk_bytes`` and ``max_entries`` inodes, owned by ``uid``, as the working directory."""
-    call, libc = kernel.call, kernel.libc
-    call(libc.unshare, flags, what="unshare")
+    call = kernel.call
+    call("unshare", flags, what="unshare")
     # keep every mount change below inside the new namespace
-    call(libc.mount, None, b"/", None, MS_REC | MS_PRIVATE, None, what="/")
+    call("mount", None, b"/", None, MS_REC | MS_PRIVATE, None, what="/")
     for mount_point, options in _mount_points():
         remount = MS_BIND | MS_REMOUNT | MS_RDONLY
         for option, flag in MOUNT_OPTION_FLAGS:
             if option in options:
                 remount |= flag
         try:
-            call(libc.mount, None, mount_point, None, remount, None, what=os.fsdecode(mount_point))
+            call("mount", None, mount_point, None, remount, None, what=os.fsdecode(mount_point))
         except FileNotFoundError:  # a mount point deleted since; nothing to reach there
             pass
     owner = "" if uid is None else f",uid={uid},gid={uid}"
     tmpfs_options = f"size={disk_bytes},nr_inodes={max_entries},mode=0700{owner}"
-    call(libc.mount, b"tmpfs", os.fsencode(workdir), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+    call("mount", b"tmpfs", os.fsencode(workdir), b"tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
          tmpfs_options.encode(), what=workdir)  # fmt: skip
     os.chdir(workdir)  # the old directory is underneath the tmpfs now
 
@@ -532,11 +546,10 @@ def _encode(instruction) -> bytes:
 def install_seccomp(kernel: Kernel, program: bytes) -> None:
     """Install ``program`` (:func:`seccomp_program`) on this process and all it executes,
     for good."""
-    filters = kernel.buffer(program)
     # struct sock_fprog { unsigned short len; struct sock_filter *filter; }
-    fprog = kernel.buffer(struct.pack("=HxxxxxxQ", len(program) // 8, kernel.ctypes.addressof(filters)))
-    kernel.call(kernel.libc.prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, what="PR_SET_NO_NEW_PRIVS")
-    kernel.call(kernel.libc.prctl, PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog, 0, 0, what="PR_SET_SECCOMP")
+    fprog = kernel.buffer(struct.pack("=HxxxxxxQ", len(program) // 8, kernel.buffer(program)))
+    kernel.call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, what="PR_SET_NO_NEW_PRIVS")
+    kernel.call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog, 0, 0, what="PR_SET_SECCOMP")
 
 
 def landlock_rights(abi: int) -> tuple:
@@ -571,11 +584,11 @@ def apply_landlock(kernel: Kernel, abi: int, workdir: str, read_paths) -> None:
     """Restrict this process and what it executes, for good: read only ``read_paths`` and
     the working directory, write only in the working directory (and /dev/null); from ABI 4
     no TCP, from ABI 6 no signals or abstract sockets outside this process."""
-    call, syscall, prctl = kernel.call, kernel.libc.syscall, kernel.libc.prctl
+    call = kernel.call
     fs, net, scoped = landlock_rights(abi)
-    ruleset = call(syscall, LANDLOCK_CREATE_RULESET, kernel.buffer(struct.pack("=QQQ", fs, net, scoped)), 24, 0,
-                   what="landlock_create_ruleset")  # fmt: skip
-    rules = [(path, LL_READ) for path in read_paths]
+    attr = kernel.buffer(struct.pack("=QQQ", fs, net, scoped))  # struct landlock_ruleset_attr
+    ruleset = call("syscall", LANDLOCK_CREATE_RULESET, attr, 24, 0, what="landlock_create_ruleset")
+    rules = [(path, LL_READ) for path in dict.fromkeys(read_paths)]
     rules += [(path, LL_WRITE_FILE | LL_TRUNCATE) for path in SHARED_WRITE_PATHS]
     rules.append((workdir, fs))
     try:
@@ -587,13 +600,13 @@ def apply_landlock(kernel: Kernel, abi: int, workdir: str, read_paths) -> None:
             try:
                 if not os.path.isdir(f"/proc/self/fd/{target}"):
                     rights &= LL_FILE_RIGHTS
-                rule = kernel.buffer(struct.pack("=Qi", rights & fs, target))
-                call(syscall, LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, rule, 0,
+                rule = kernel.buffer(struct.pack("=Qi", rights & fs, target))  # landlock_path_beneath_attr
+                call("syscall", LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, rule, 0,
                      what=f"landlock_add_rule {path}")  # fmt: skip
             finally:
                 os.close(target)
-        call(prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, what="PR_SET_NO_NEW_PRIVS")
-        call(syscall, LANDLOCK_RESTRICT_SELF, ruleset, 0, what="landlock_restrict_self")
+        call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0, what="PR_SET_NO_NEW_PRIVS")
+        call("syscall", LANDLOCK_RESTRICT_SELF, ruleset, 0, what="landlock_restrict_self")
     finally:
         os.close(ruleset)
 

@@ -42,9 +42,10 @@ Model code is hostile, so every snippet runs in its own fresh child process
    its files are bounded in total and vanish with the namespace, and it has no network but
    a loopback that is down. Where namespaces cannot be had (not root, no ``CAP_SYS_ADMIN``
    as in Docker's default or under ``capsh --drop=cap_sys_admin``, or
-   ``LM_EVAL_FIN_SANDBOX_NO_NAMESPACES=1``), the parent measures the working directory
-   every 50 ms and after the run instead (more than ``disk_mb`` or
-   :data:`MAX_WORKDIR_ENTRIES` entries: stopped, a ``resource`` failure).
+   ``LM_EVAL_FIN_SANDBOX_NO_NAMESPACES=1``), the parent measures the working directory,
+   with the files the child deleted but holds open, every 50 ms and after the run instead
+   (more than ``disk_mb`` or :data:`MAX_WORKDIR_ENTRIES` entries: stopped, a ``resource``
+   failure).
 3. Landlock, where the kernel offers it (Linux 5.13 and later with ``landlock`` among its
    security modules; no root needed; ``LM_EVAL_FIN_SANDBOX_NO_LANDLOCK=1`` turns it off).
    The child may read only the interpreter, the standard library, the offered packages,
@@ -130,9 +131,8 @@ What stays open, knowingly:
 - Memory outside ``RLIMIT_AS``: with namespaces the working directory's tmpfs (up to
   ``disk_mb``); pipes (at most :data:`MAX_OPEN_FILES` buffers of 64 KiB).
   ``bench/bench_sandbox.py`` measures what a snippet holds this way.
-- Disk without namespaces: the watchdog lets a snippet pass ``disk_mb`` by what it writes
-  in 50 ms before it is stopped, and cannot see files deleted while still open (at most
-  :data:`MAX_OPEN_FILES` of up to ``file_size_mb`` each, until the child exits).
+- Disk without namespaces: the watchdog (which counts the files the child deleted but holds
+  open too) lets a snippet pass ``disk_mb`` by what it writes in 50 ms before it is stopped.
 - Not run as root, snippets run as you: what Landlock (or, without it, the hook) lets them
   read is readable to you anyway, and files they make in their folder are yours.
 - A snippet written against this module's internals can read its result token from the
@@ -432,14 +432,15 @@ def _run_in_child(
         os.close(result_write)
         result_write = None
         # Without a tmpfs of bounded size (namespaces), the parent measures the directory.
-        disk_check = None if kernel.namespaces else functools.partial(_over_disk, workdir, limits)
+        disk_check = None if kernel.namespaces else functools.partial(_over_disk, workdir, limits, child.pid)
         try:
             message = marshal.dumps((_compiled(script or CHILD_SCRIPT), job))
             run = _watch(child, message, result_read, started + limits.timeout, limits, disk_check)
         finally:
             _end_session(child)
         if disk_check is not None and not (run.timed_out or run.output_overflow):
-            run.disk_exceeded = run.disk_exceeded or disk_check()
+            # the folder only: the child is reaped, and its pid may be another process's now
+            run.disk_exceeded = run.disk_exceeded or _over_disk(workdir, limits)
         return _verdict(run, child.returncode, token, limits, time.monotonic() - started)
     except OSError as exc:  # the parent's own set-up (pipes, processes), not the snippet
         raise SandboxError(f"cannot start the sandbox child: {exc}") from exc
@@ -515,8 +516,6 @@ def _landlock_abi() -> tuple[int, str | None]:
     """(Landlock ABI version the kernel offers, 0 if none; why none)."""
     if os.environ.get(NO_LANDLOCK_VARIABLE, "").strip() not in ("", "0"):
         return 0, f"turned off by {NO_LANDLOCK_VARIABLE}"
-    if sys.platform != "linux":
-        return 0, f"Landlock is Linux-only, this is {sys.platform}"
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -545,13 +544,13 @@ def _probe_isolation() -> Isolation:
     :data:`NAMESPACE_CHOICES` in turn (as root), then none; each with Landlock if the kernel
     offers it, then without. Raises :class:`SandboxError` when none starts (the seccomp
     filter cannot be installed, for one)."""
+    if sys.platform != "linux":
+        raise SandboxError(f"the sandbox needs Linux (seccomp, rlimits, /proc); this is {sys.platform}")
     own_user = os.geteuid() != 0
     uid = os.geteuid() if own_user else UNPRIVILEGED_UID
     abi, landlock_reason = _landlock_abi()
     if os.environ.get(NO_NAMESPACES_VARIABLE, "").strip() not in ("", "0"):
         choices, reasons = [], [f"turned off by {NO_NAMESPACES_VARIABLE}"]
-    elif sys.platform != "linux":
-        choices, reasons = [], [f"namespaces are Linux-only, this is {sys.platform}"]
     elif os.geteuid() != 0:
         choices, reasons = [], ["not running as root (namespaces here need CAP_SYS_ADMIN)"]
     else:
@@ -578,19 +577,22 @@ def _probe_isolation() -> Isolation:
                 if landlock_failures and not landlock:
                     candidate = replace(candidate, landlock_reason="; ".join(landlock_failures))
                 return candidate
-            if landlock:  # try these namespaces again without Landlock
+            namespace_failure = "could not set up the namespaces" in failure  # before Landlock's turn
+            if landlock and not namespace_failure:  # try these namespaces again without Landlock
                 landlock_failures.append(f"ABI {landlock}: {failure}")
             elif names:  # try the next set of namespaces
                 reasons.append(f"{'+'.join(names)}: {failure}")
+                break
             else:
                 raise SandboxError(f"the sandbox cannot start here: {failure}")
     raise AssertionError("unreachable: the last choice returns or raises")
 
 
-def _over_disk(workdir: str, limits: Limits) -> bool:
-    """Whether the working directory holds more than ``disk_mb`` or
-    :data:`MAX_WORKDIR_ENTRIES` entries (the fallback's check; a tmpfs bounds it otherwise)."""
-    total, entries, pending = 0, 0, [workdir]
+def _over_disk(workdir: str, limits: Limits, pid: int | None = None) -> bool:
+    """Whether the working directory, with the files process ``pid`` holds open after
+    deleting them, holds more than ``disk_mb`` or :data:`MAX_WORKDIR_ENTRIES` entries (the
+    fallback's check; a tmpfs bounds it otherwise)."""
+    total, entries, pending = _deleted_but_open_bytes(pid) if pid else 0, 0, [workdir]
     while pending:
         try:
             scanner = os.scandir(pending.pop())
@@ -603,14 +605,36 @@ def _over_disk(workdir: str, limits: Limits) -> bool:
                     info = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
-                # the larger of blocks and size: delayed allocation may not show in blocks yet
-                size = info.st_size if stat.S_ISREG(info.st_mode) else 0
-                total += max(info.st_blocks * 512, size)
+                total += _file_bytes(info)
                 if stat.S_ISDIR(info.st_mode):
                     pending.append(entry.path)
                 if total > limits.disk_bytes or entries >= MAX_WORKDIR_ENTRIES:
                     return True
-    return False
+    return total > limits.disk_bytes
+
+
+def _file_bytes(info: os.stat_result) -> int:
+    # the larger of blocks and size: delayed allocation may not show in blocks yet
+    size = info.st_size if stat.S_ISREG(info.st_mode) else 0
+    return max(info.st_blocks * 512, size)
+
+
+def _deleted_but_open_bytes(pid: int) -> int:
+    """What the regular files process ``pid`` holds open with no name left take: invisible
+    to a scan of the folder, on disk (or, where /tmp is a tmpfs, in memory) until it exits."""
+    total = 0
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:  # gone already
+        return 0
+    for descriptor in descriptors:
+        try:
+            info = os.stat(f"/proc/{pid}/fd/{descriptor}")
+        except OSError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_nlink == 0:
+            total += _file_bytes(info)
+    return total
 
 
 @dataclass

@@ -1344,6 +1344,27 @@ def test_fallback_watchdog_stops_a_disk_filler_and_a_file_flood(monkeypatch):
         )
     caught = run_code(DISK_FILLER_THAT_CATCHES, timeout=20, disk_mb=32)
     assert not caught.ok and caught.error.startswith("wrote more than 32 MB")
+    hidden = run_code(DELETED_BUT_OPEN, timeout=20, disk_mb=32)
+    assert (hidden.error, hidden.category) == (
+        "wrote more than 32 MB or 300 files and folders to its working directory; stopped", "resource"
+    )
+
+
+# Files deleted while open: nothing left in the folder to see, 15 MB each held until exit
+DELETED_BUT_OPEN = snippet("""
+    import os, time
+
+    def f():
+        kept = []
+        for i in range(10):
+            handle = open(f"hidden{i}", "wb")
+            handle.write(b"x" * (15 << 20))
+            handle.flush()
+            os.remove(f"hidden{i}")
+            kept.append(handle)
+        time.sleep(5)
+        return len(kept)
+""")
 
 
 # --- the kernel layers on their own ---------------------------------------------------------
@@ -1472,6 +1493,19 @@ def test_landlock_can_be_turned_off(monkeypatch):
     assert (found.landlock_abi, found.landlock_reason) == (0, f"turned off by {sandbox.NO_LANDLOCK_VARIABLE}")
     result = run_code("import os\ndef f():\n    return os.getcwd()\n")
     assert result.ok, result.error
+
+
+def test_a_child_that_cannot_set_up_landlock_makes_the_probe_go_on_without(monkeypatch, caplog):
+    monkeypatch.setattr(sandbox, "_isolation", None)
+    # ABI -1 handles no right at all, which landlock_create_ruleset refuses
+    monkeypatch.setattr(sandbox, "_landlock_abi", lambda: (-1, None))
+    with caplog.at_level("WARNING", logger="lm_eval_fin.sandbox"):
+        found = sandbox.isolation()
+    assert found.landlock_abi == 0
+    assert "ABI -1: " in found.landlock_reason and "could not set up Landlock" in found.landlock_reason
+    assert found.namespaces == NAMESPACES  # the namespaces did not depend on it
+    assert "No Landlock (ABI -1: " in caplog.text
+    assert run_code("def f():\n    return 2\n").value == "2"
 
 
 def test_gaps_are_said_plainly():

@@ -1532,9 +1532,10 @@ def test_root_without_cap_sys_admin_runs_without_namespaces_but_keeps_the_other_
         "result = sandbox.run_code('import os\\ndef f():\\n    return os.getuid()\\n')\n"
         "print(json.dumps([found.namespaces, found.reason, found.landlock_abi, result.value]))\n"
     )
+    environment = {name: value for name, value in os.environ.items() if name != sandbox.NO_NAMESPACES_VARIABLE}
     done = subprocess.run(
         [CAPSH, "--drop=cap_sys_admin", "--", "-c", 'exec "$0" "$@"', sys.executable, "-c", script],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=120, env=environment,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     namespaces, reason, landlock_abi, uid = json.loads(done.stdout)
@@ -1601,7 +1602,8 @@ def test_as_a_non_root_user_snippets_cannot_touch_that_user_s_processes_or_files
     done = subprocess.run(
         [interpreter, "-c", OTHER_USER_SCRIPT, str(home)],
         user=uid, group=uid, extra_groups=[], capture_output=True, text=True, timeout=300,
-        env={"PYTHONPATH": str(REPOSITORY), "HOME": str(home)},
+        env={"PYTHONPATH": str(REPOSITORY), "HOME": str(home),
+             **{name: os.environ[name] for name in (sandbox.NO_LANDLOCK_VARIABLE,) if name in os.environ}},
     )  # fmt: skip
     # a kill that got through would have ended the evaluator: no report, a negative status
     assert done.returncode == 0, done.stderr

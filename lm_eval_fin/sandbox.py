@@ -88,7 +88,7 @@ Model code is hostile, so every snippet runs in its own fresh child process
    path (a ``dir_fd`` the hook cannot see could point anywhere); creating, removing or
    renaming anything outside the working directory, and links, ``chmod`` and ``chdir``
    anywhere; loading native code (an extension module) from anywhere but the standard
-   library and the offered packages; raising limits; tracing, ``gc`` object walks,
+   library and the offered packages; ``fcntl`` and ``syslog`` calls; raising limits; tracing, ``gc`` object walks,
    hand-made code objects, rewriting the code or defaults of the sandbox's own functions;
    importing the modules that give these powers (an ``ImportError``, so that ``try:
    import`` falls back as it would where they are missing). The hook binds all it uses
@@ -119,18 +119,23 @@ What stays open, knowingly:
 - CPython documents audit hooks as no security boundary. Code that corrupts the
   interpreter's memory (through some CPython bug; ``ctypes``, ``/proc/self/mem`` and native
   code from the working directory are refused) gets past layer 7, not past layers 1-6.
-  ``_imp.create_builtin`` rebuilds ``posix`` and ``_signal`` with every call; the ones that
-  raise no audit event (``mkfifo``, ``mknod``, ``memfd_create``, ``pidfd_open``,
-  ``pidfd_send_signal``) are the seccomp filter's to refuse, and it does.
+  ``_imp.create_builtin`` raises no audit event: it rebuilds ``posix`` and ``_signal`` with
+  every call, and where the interpreter has ``_socket``, ``_posixsubprocess``, ``fcntl`` or
+  ``syslog`` compiled in (Debian's system Python does) it hands them out past the import
+  guard. What they can do is refused all the same: by the audit events their calls raise
+  (sockets, ``fcntl``, ``syslog``) and by the seccomp filter (``fork_exec``, ``mkfifo``,
+  ``mknod``, ``memfd_create``, ``pidfd_open``, ``pidfd_send_signal``, which raise none).
+  The test suite's ``*_via_imp`` attacks take whichever route the interpreter offers.
 - Without Landlock (older kernels, or kernels built without it), only the audit hook keeps
   snippets from writing outside their folder what their user may write (for you, when not
   root: your files) and from reading what it may read; the seccomp filter still refuses
   FIFOs, device files, memfds, signals and new processes. :func:`isolation` logs this.
 - The hook's path checks are lexical: a symbolic link inside the standard library or a
   package leads where it points (Landlock, where present, stops reads outside).
-- Memory outside ``RLIMIT_AS``: with namespaces the working directory's tmpfs (up to
-  ``disk_mb``); pipes (at most :data:`MAX_OPEN_FILES` buffers of 64 KiB).
-  ``bench/bench_sandbox.py`` measures what a snippet holds this way.
+- Memory outside ``RLIMIT_AS``: the working directory where it is a tmpfs (with
+  namespaces, up to ``disk_mb``; without, where /tmp is one, what the watchdog allows);
+  pipes (at most :data:`MAX_OPEN_FILES` buffers of 64 KiB). ``bench/bench_sandbox.py``
+  measures what a snippet holds this way.
 - Disk without namespaces: the watchdog (which counts the files the child deleted but holds
   open too) lets a snippet pass ``disk_mb`` by what it writes in 50 ms before it is stopped.
 - Not run as root, snippets run as you: what Landlock (or, without it, the hook) lets them

@@ -1417,8 +1417,9 @@ EPERM_TEXT = "PermissionError: [Errno 1] Operation not permitted"
 
 def _run_script(script, *args, **kwargs):
     done = subprocess.run(
-        [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=60, **kwargs
-    )
+        [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=60,
+        cwd=REPOSITORY, **kwargs,
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -1535,7 +1536,7 @@ def test_root_without_cap_sys_admin_runs_without_namespaces_but_keeps_the_other_
     environment = {name: value for name, value in os.environ.items() if name != sandbox.NO_NAMESPACES_VARIABLE}
     done = subprocess.run(
         [CAPSH, "--drop=cap_sys_admin", "--", "-c", 'exec "$0" "$@"', sys.executable, "-c", script],
-        capture_output=True, text=True, timeout=120, env=environment,
+        capture_output=True, text=True, timeout=120, env=environment, cwd=REPOSITORY,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     namespaces, reason, landlock_abi, uid = json.loads(done.stdout)
@@ -1578,7 +1579,7 @@ def _interpreter_for(uid: int):
             probe = subprocess.run(
                 [candidate, "-c", "import sys; assert sys.version_info >= (3, 10); import lm_eval_fin.sandbox"],
                 user=uid, group=uid, extra_groups=[], env={"PYTHONPATH": str(REPOSITORY)},
-                capture_output=True, timeout=60,
+                capture_output=True, timeout=60, cwd=REPOSITORY,
             )  # fmt: skip
         except OSError:  # missing, or not executable by that user
             continue
@@ -1601,7 +1602,7 @@ def test_as_a_non_root_user_snippets_cannot_touch_that_user_s_processes_or_files
     tmp_path.chmod(0o755)
     done = subprocess.run(
         [interpreter, "-c", OTHER_USER_SCRIPT, str(home)],
-        user=uid, group=uid, extra_groups=[], capture_output=True, text=True, timeout=300,
+        user=uid, group=uid, extra_groups=[], capture_output=True, text=True, timeout=300, cwd=REPOSITORY,
         env={"PYTHONPATH": str(REPOSITORY), "HOME": str(home),
              **{name: os.environ[name] for name in (sandbox.NO_LANDLOCK_VARIABLE,) if name in os.environ}},
     )  # fmt: skip

@@ -213,7 +213,7 @@ def test_a_sandbox_that_cannot_start_gives_nan_not_a_crash(tmp_path, monkeypatch
     never raised: lm-eval would lose the run."""
     broken_child = tmp_path / "broken_child.py"
     broken_child.write_text("import sys\nsys.exit('cannot set up: no /proc here')\n")
-    monkeypatch.setattr(sandbox, "CHILD_SCRIPT", broken_child)
+    monkeypatch.setattr(sandbox.runner, "CHILD_MODULES", (("snippet", broken_child),))
     answer = "1. a\nEvidence: CWT [1]\nCode:\n```python\ndef isolated():\n    return 42\n```"
     items = [finlfqa.score_document(document(), answer)["code_exec_rate"]]
     with caplog.at_level(logging.WARNING, logger="lm_eval_fin.finlfqa"):

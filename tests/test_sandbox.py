@@ -22,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lm_eval_fin import _sandbox_child, sandbox
+from lm_eval_fin import sandbox
 from lm_eval_fin.sandbox import (
     FAILURE_CATEGORIES,
     ExecResult,
@@ -30,9 +30,12 @@ from lm_eval_fin.sandbox import (
     SandboxError,
     code_exec_rate,
     failure_categories,
+    probe,
     run_code,
     run_codes,
+    runner,
 )
+from lm_eval_fin.sandbox.child import seccomp
 
 SECRET_NAME = "LM_EVAL_FIN_TEST_SECRET"
 SECRET_VALUE = "s3cr3t-token-4242"
@@ -468,7 +471,7 @@ def test_invalid_limits_raise():
 def test_a_sandbox_that_cannot_start_raises_instead_of_scoring_zero(tmp_path, monkeypatch):
     broken_child = tmp_path / "broken_child.py"
     broken_child.write_text("import sys\nsys.exit('cannot set up: no /proc here')\n")
-    monkeypatch.setattr(sandbox, "CHILD_SCRIPT", broken_child)
+    monkeypatch.setattr(runner, "CHILD_MODULES", (("snippet", broken_child),))
     with pytest.raises(SandboxError, match="cannot set up: no /proc here"):
         run_code("def f():\n    return 1\n")
 
@@ -503,10 +506,10 @@ def test_with_namespaces_everything_but_a_bounded_tmpfs_is_read_only():
 
 
 def test_probe_failure_is_a_reason_and_logged_once(monkeypatch, caplog):
-    monkeypatch.setattr(sandbox, "_isolation", None)
+    monkeypatch.setattr(probe, "_isolation", None)
     monkeypatch.delenv(sandbox.NO_NAMESPACES_VARIABLE, raising=False)
     # CSIGNAL bits are not unshare(2) flags: EINVAL, as any refusal would be
-    monkeypatch.setattr(sandbox, "NAMESPACE_CHOICES", ((("mount",), sandbox.CLONE_NEWNS | 1),))
+    monkeypatch.setattr(probe, "NAMESPACE_CHOICES", ((("mount",), sandbox.CLONE_NEWNS | 1),))
     with caplog.at_level("WARNING", logger="lm_eval_fin.sandbox"):
         first, second = sandbox.isolation(), sandbox.isolation()
     assert first is second and first.namespaces == () and first.flags == 0
@@ -520,7 +523,7 @@ def test_probe_failure_is_a_reason_and_logged_once(monkeypatch, caplog):
 
 
 def test_namespaces_can_be_turned_off(monkeypatch):
-    monkeypatch.setattr(sandbox, "_isolation", None)
+    monkeypatch.setattr(probe, "_isolation", None)
     monkeypatch.setenv(sandbox.NO_NAMESPACES_VARIABLE, "1")
     assert sandbox.isolation().reason == f"turned off by {sandbox.NO_NAMESPACES_VARIABLE}"
 
@@ -1288,7 +1291,7 @@ def _stray_targets(extra_folder) -> dict:
 def test_a_rebuilt_posix_module_can_make_nothing_anywhere(namespaces, monkeypatch):
     if not namespaces:
         found = sandbox.isolation()
-        monkeypatch.setattr(sandbox, "_isolation", sandbox.Isolation(
+        monkeypatch.setattr(probe, "_isolation", sandbox.Isolation(
             reason="test: no namespaces", landlock_abi=found.landlock_abi, snippet_uid=found.snippet_uid,
             own_user=found.own_user))  # fmt: skip
     outside = Path(tempfile.mkdtemp(prefix="lm-eval-fin-victim-"))
@@ -1334,8 +1337,8 @@ def test_total_disk_use_is_bounded_even_when_the_snippet_carries_on():
 
 
 def test_fallback_watchdog_stops_a_disk_filler_and_a_file_flood(monkeypatch):
-    monkeypatch.setattr(sandbox, "_isolation", sandbox.Isolation(reason="test: the fallback"))
-    monkeypatch.setattr(sandbox, "MAX_WORKDIR_ENTRIES", 300)  # file creation can be slow
+    monkeypatch.setattr(probe, "_isolation", sandbox.Isolation(reason="test: the fallback"))
+    monkeypatch.setattr(runner, "MAX_WORKDIR_ENTRIES", 300)  # file creation can be slow
     for name in ("disk_filler", "many_files"):
         result = run_code(snippet(HOSTILE[name]), timeout=20, disk_mb=32)
         assert not result.ok
@@ -1374,7 +1377,7 @@ DELETED_BUT_OPEN = snippet("""
 # limits are read, never changed: if a layer let a call through, nothing outside is harmed.
 ATTEMPTS = """
 import json, os, resource, signal, socket, sys, threading
-from lm_eval_fin import _sandbox_child as child
+from lm_eval_fin.sandbox.child import confine, seccomp
 
 outcomes = {}
 
@@ -1389,8 +1392,8 @@ SECCOMP_SCRIPT = ATTEMPTS + """
 parent, folder = os.getppid(), sys.argv[1]
 proc_entry = os.open(f"/proc/{parent}", os.O_RDONLY | os.O_DIRECTORY)
 priority, affinity = os.getpriority(os.PRIO_PROCESS, parent), os.sched_getaffinity(parent)
-kernel = child.Kernel()
-child.install_seccomp(kernel, child.seccomp_program(os.uname().machine, os.getpid()))
+kernel = confine.Kernel()
+confine.install_seccomp(kernel, seccomp.seccomp_program(os.uname().machine, os.getpid()))
 attempt("kill_self", lambda: os.kill(os.getpid(), 0))
 attempt("kill_own_group", lambda: os.kill(0, 0))
 attempt("raise_in_self", lambda: signal.raise_signal(signal.SIGWINCH))  # ignored by default
@@ -1435,23 +1438,23 @@ def test_seccomp_filter_refuses_other_processes_new_programs_memfds_and_sockets(
 
 
 def test_seccomp_program_is_well_formed_and_refuses_unknown_machines():
-    program = _sandbox_child.seccomp_program("x86_64", 4242)
+    program = seccomp.seccomp_program("x86_64", 4242)
     assert len(program) % 8 == 0 and len(program) // 8 < 4096
     instructions = [program[i : i + 8] for i in range(0, len(program), 8)]
     # first: load the architecture; last: allow whatever no rule names
     assert instructions[0] == bytes.fromhex("2000000004000000")
     assert instructions[-1] == (0x06).to_bytes(2, "little") + b"\0\0" + (0x7FFF0000).to_bytes(4, "little")
-    assert _sandbox_child.seccomp_program("aarch64", 4242) != program
+    assert seccomp.seccomp_program("aarch64", 4242) != program
     with pytest.raises(ValueError, match="knows the system calls of aarch64, arm64, x86_64 only, not sparc"):
-        _sandbox_child.seccomp_program("sparc", 4242)
+        seccomp.seccomp_program("sparc", 4242)
 
 
 LANDLOCK_SCRIPT = ATTEMPTS + """
 import http.server
 abi, workdir, outside = int(sys.argv[1]), sys.argv[2], sys.argv[3]
 server = socket.create_server(("127.0.0.1", 0))
-kernel = child.Kernel()
-child.apply_landlock(kernel, abi, workdir, child._landlock_read_paths({"packages": []}))
+kernel = confine.Kernel()
+confine.apply_landlock(kernel, abi, workdir, confine.landlock_read_paths({"packages": []}))
 attempt("write_inside", lambda: open(workdir + "/new.txt", "w").write("ok"))
 attempt("read_inside", lambda: open(workdir + "/new.txt").read())
 attempt("read_library", lambda: open(json.__file__).read())
@@ -1488,7 +1491,7 @@ def test_landlock_confines_writes_to_the_working_directory_and_reads_to_the_inst
 
 
 def test_landlock_can_be_turned_off(monkeypatch):
-    monkeypatch.setattr(sandbox, "_isolation", None)
+    monkeypatch.setattr(probe, "_isolation", None)
     monkeypatch.setenv(sandbox.NO_LANDLOCK_VARIABLE, "1")
     found = sandbox.isolation()
     assert (found.landlock_abi, found.landlock_reason) == (0, f"turned off by {sandbox.NO_LANDLOCK_VARIABLE}")
@@ -1497,9 +1500,9 @@ def test_landlock_can_be_turned_off(monkeypatch):
 
 
 def test_a_child_that_cannot_set_up_landlock_makes_the_probe_go_on_without(monkeypatch, caplog):
-    monkeypatch.setattr(sandbox, "_isolation", None)
+    monkeypatch.setattr(probe, "_isolation", None)
     # ABI -1 handles no right at all, which landlock_create_ruleset refuses
-    monkeypatch.setattr(sandbox, "_landlock_abi", lambda: (-1, None))
+    monkeypatch.setattr(probe, "_landlock_abi", lambda: (-1, None))
     with caplog.at_level("WARNING", logger="lm_eval_fin.sandbox"):
         found = sandbox.isolation()
     assert found.landlock_abi == 0

@@ -6,9 +6,12 @@ failure, and failed for the reason the layer in charge gives, so that a snippet 
 accident (a typo in the attack) cannot pass for containment.
 """
 
+import importlib.machinery
+import importlib.metadata
 import importlib.util
 import json
 import os
+import re
 import shutil
 import socket
 import stat
@@ -210,13 +213,37 @@ def test_standard_library_imports_work():
 
 # --- numpy and pandas, and nothing else from site-packages ---------------------------------
 
+# What the tests below rely on is what `make install` installs: the package with its declared
+# requirements (numpy and pandas among them), nothing else that happens to be on the machine.
 OFFERED = {name for name, _path in sandbox.offered_packages() if name}
-needs_numpy_and_pandas = pytest.mark.skipif(
-    not {"numpy", "pandas"} <= OFFERED, reason="numpy and pandas are not installed here"
-)
 
 
-@needs_numpy_and_pandas
+def _normalised(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def _required_but_not_offered() -> list[str]:
+    """Import names of the package's own declared requirements (extras left out) and of the
+    package itself: installed wherever the package is, none of them offered to snippets."""
+    required = {_normalised("lm-eval-fin")}
+    for requirement in importlib.metadata.requires("lm-eval-fin") or ():
+        if "extra ==" not in requirement:
+            required.add(_normalised(re.match(r"[A-Za-z0-9._-]+", requirement).group()))
+    names = {
+        name
+        for name, distributions in importlib.metadata.packages_distributions().items()
+        if name.isidentifier() and required & {_normalised(d) for d in distributions}
+    }
+    return sorted(names - OFFERED - set(sys.stdlib_module_names))
+
+
+REQUIRED_NOT_OFFERED = _required_but_not_offered()
+
+
+def test_numpy_and_pandas_are_offered_as_the_package_requires_them():
+    assert {"numpy", "pandas"} <= OFFERED, sandbox.offered_packages()
+
+
 def test_numpy_snippet_runs_with_the_values_it_computes():
     code = snippet("""
         import numpy as np
@@ -233,7 +260,6 @@ def test_numpy_snippet_runs_with_the_values_it_computes():
     assert eval(result.value) == (12.7325, 5.0)
 
 
-@needs_numpy_and_pandas
 def test_pandas_snippet_runs_with_the_values_it_computes():
     code = snippet("""
         import pandas as pd
@@ -253,7 +279,6 @@ def test_pandas_snippet_runs_with_the_values_it_computes():
     assert eval(result.value) == ({"gas": 0.1, "water": 0.15}, "2024-03-31T00:00:00-04:00")
 
 
-@needs_numpy_and_pandas
 def test_pandas_may_write_and_read_csv_in_the_working_directory():
     code = snippet("""
         import pandas as pd
@@ -265,7 +290,6 @@ def test_pandas_may_write_and_read_csv_in_the_working_directory():
     assert run_code(code, timeout=30).value == "2.56"
 
 
-@needs_numpy_and_pandas
 def test_numerical_libraries_run_single_threaded():
     code = snippet("""
         import os, threading
@@ -278,44 +302,48 @@ def test_numerical_libraries_run_single_threaded():
     assert eval(run_code(code, timeout=30).value) == (1, 300.0, "1")
 
 
-def _installed_but_not_offered(names):
-    return [name for name in names if importlib.util.find_spec(name) is not None]
+def _extension_module() -> tuple[str, str]:
+    """(name, file) of an extension module of the standard library, one this interpreter
+    loads from a file rather than having it compiled in."""
+    for name in ("_decimal", "_json", "_bisect", "_struct", "_csv", "_random", "_datetime", "math"):
+        spec = importlib.util.find_spec(name)
+        if spec and spec.origin and spec.origin.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+            return name, spec.origin
+    raise AssertionError("no extension module of the standard library is a file here")
 
 
-def _foreign_extension():
-    """An extension module file of an installed package that the sandbox does not offer."""
-    offered = tuple(path for _name, path in sandbox.offered_packages())
-    for folder in {os.path.dirname(path) for path in offered} or set(sys.path):
-        for extension in sorted(Path(folder).glob("*/**/*.so")):
-            if not str(extension).startswith(offered):
-                return extension
-    return None
+def test_the_package_s_requirements_are_found_for_the_next_test():
+    # the requirements of a `make install` that snippets must not import (lm_eval, evaluate, ...)
+    assert {"lm_eval_fin", "lm_eval", "evaluate", "datasets", "transformers"} <= set(REQUIRED_NOT_OFFERED)
 
 
-@pytest.mark.parametrize("name", ["requests", "torch", "evaluate", "yaml", "lm_eval_fin"])
+@pytest.mark.parametrize("name", REQUIRED_NOT_OFFERED)
 def test_other_installed_packages_are_not_importable(name):
-    if not _installed_but_not_offered([name]):
-        pytest.skip(f"{name} is not installed here")
+    assert importlib.util.find_spec(name) is not None  # installed for the parent
     result = run_code(f"import {name}\ndef f():\n    return 1\n")
     assert (result.ok, result.category) == (False, "exception")
     assert result.error == f"ModuleNotFoundError: No module named '{name}' (line 1)"
 
 
-def test_other_installed_packages_cannot_be_read_or_loaded_by_path():
+def test_other_installed_packages_cannot_be_read_or_loaded_by_path(tmp_path):
     source = importlib.util.find_spec("lm_eval_fin.sandbox").origin  # installed for the parent
     read = run_code(f"def f():\n    return open({source!r}).read()\n")
     assert read.category == "refused" and f"reading {source!r} is not allowed" in read.error
-    extension = _foreign_extension()
-    if extension is None:
-        pytest.skip("no extension module of another package here")
+    # A working extension module in a folder of its own, as another package's would be (the
+    # standard library's, copied): only the guard's refusal, not a broken file, passes.
+    name, original = _extension_module()
+    foreign = tmp_path / "foreign_package" / os.path.basename(original)
+    foreign.parent.mkdir()
+    shutil.copy(original, foreign)
     code = snippet(f"""
         import _imp, importlib.machinery
 
         def f():
-            return _imp.create_dynamic(importlib.machinery.ModuleSpec("foreign", None, origin={str(extension)!r}))
+            return _imp.create_dynamic(importlib.machinery.ModuleSpec({name!r}, None, origin={str(foreign)!r}))
     """)
     loaded = run_code(code)
-    assert loaded.category == "refused" and "loading foreign from" in loaded.error
+    assert loaded.category == "refused", loaded
+    assert f"loading {name} from {str(foreign)!r} is not allowed" in loaded.error
 
 
 def test_print_output_is_captured():
@@ -1114,7 +1142,7 @@ def attack():
         f"EXTENSIONS = {extension_paths(set(IMP_ATTACK_MODULES) - set(BUILT_IN))!r}\n"
         f"BUILT_IN = {BUILT_IN!r}\n" + LOAD_BYPASSING_IMPORT
     )
-    attacks = {**HOSTILE, **(HOSTILE_NUMPY if {"numpy", "pandas"} <= OFFERED else {})}
+    attacks = {**HOSTILE, **HOSTILE_NUMPY}
     names = list(attacks)
     try:
         with pytest.MonkeyPatch.context() as patch:
@@ -1141,8 +1169,6 @@ def attack():
 
 @pytest.mark.parametrize("name", [*HOSTILE, *HOSTILE_NUMPY])
 def test_hostile_snippet_is_contained_and_scored_as_failure(attack, name):
-    if name not in attack["results"]:
-        pytest.skip("numpy and pandas are not installed here")
     result = attack["results"][name]
     assert not result.ok, f"{name} succeeded: {result.value}"
     assert result.value is None

@@ -7,6 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lm_eval_fin.paths import metric_path
+from lm_eval_fin.sandbox import FAILURE_CATEGORIES
 
 RUNS = "def growth():\n    return (150 - 120) / 120\n"
 NEEDS_ARGUMENTS = "def growth(current, previous):\n    return current / previous - 1\n"
@@ -19,32 +20,49 @@ def metric():
     return evaluate.load(metric_path("code_exec_rate"))
 
 
+CATEGORY_KEYS = [f"code_{name}" for name in FAILURE_CATEGORIES]
+NO_FAILURES = dict.fromkeys(CATEGORY_KEYS, 0.0)
+
+
 def compute(metric, predictions, **kwargs):
     return metric.compute(predictions=predictions, confirm_run_unsafe_code=True, **kwargs)
 
 
 def test_hand_computed_rate_is_micro_over_all_snippets(metric):
     # 2 of 5 snippets run; per-example averaging would give (1/2 + 0 + 1/2) / 3 instead.
+    # The other 3 fail one way each: None returned, arguments missing, an indentation error.
     predictions = [[RUNS, RETURNS_NONE], [NEEDS_ARGUMENTS], [RUNS, BAD_INDENT]]
-    assert compute(metric, predictions) == {"code_exec_rate": 0.4, "n_snippets": 5, "n_ok": 2}
+    assert compute(metric, predictions) == {
+        "code_exec_rate": 0.4, "n_snippets": 5, "n_ok": 2,
+        **NO_FAILURES, "code_none_result": 0.2, "code_missing_arguments": 0.2, "code_syntax": 0.2,
+    }  # fmt: skip
 
 
 def test_all_running_and_none_running(metric):
-    assert compute(metric, [[RUNS], [RUNS]]) == {"code_exec_rate": 1.0, "n_snippets": 2, "n_ok": 2}
-    assert compute(metric, [[RETURNS_NONE, NEEDS_ARGUMENTS, BAD_INDENT]])["code_exec_rate"] == 0.0
+    assert compute(metric, [[RUNS], [RUNS]]) == {"code_exec_rate": 1.0, "n_snippets": 2, "n_ok": 2, **NO_FAILURES}
+    none_running = compute(metric, [[RETURNS_NONE, NEEDS_ARGUMENTS, BAD_INDENT]])
+    assert none_running["code_exec_rate"] == 0.0
+    assert sum(none_running[key] for key in CATEGORY_KEYS) == 1.0
 
 
 def test_no_snippets_scores_zero_with_count_zero(metric):
-    expected = {"code_exec_rate": 0.0, "n_snippets": 0, "n_ok": 0}
+    expected = {"code_exec_rate": 0.0, "n_snippets": 0, "n_ok": 0, **NO_FAILURES}
     assert compute(metric, []) == expected
     assert compute(metric, [[], []]) == expected
 
 
+def test_numpy_and_pandas_snippets_run(metric):
+    code = "import numpy as np, pandas as pd\ndef f():\n    return float(pd.Series(np.arange(4)).sum())\n"
+    assert compute(metric, [[code]], timeout=30)["n_ok"] == 1
+
+
 def test_limits_are_passed_to_the_sandbox(metric):
     slow = "import time\ndef f():\n    time.sleep(30)\n    return 1\n"
-    assert compute(metric, [[slow, RUNS]], timeout=1, num_workers=2)["n_ok"] == 1
+    timed = compute(metric, [[slow, RUNS]], timeout=1, num_workers=2)
+    assert (timed["n_ok"], timed["code_timeout"]) == (1, 0.5)
     greedy = "def f():\n    return len(bytearray(200 * 2**20))\n"
-    assert compute(metric, [[greedy]], memory_mb=100)["n_ok"] == 0
+    limited = compute(metric, [[greedy]], memory_mb=100)
+    assert (limited["n_ok"], limited["code_resource"]) == (0, 1.0)
 
 
 def test_refuses_to_run_code_without_opt_in(metric, monkeypatch):
@@ -89,3 +107,7 @@ def test_bad_snippets_never_crash_and_stay_in_range(metric, predictions):
     assert result["n_snippets"] == n_snippets
     assert 0 <= result["n_ok"] <= n_snippets
     assert 0.0 <= result["code_exec_rate"] <= 1.0
+    shares = [result[key] for key in CATEGORY_KEYS]
+    assert all(0.0 <= share <= 1.0 for share in shares)
+    if n_snippets:
+        assert abs(sum(shares) + result["code_exec_rate"] - 1.0) < 1e-9

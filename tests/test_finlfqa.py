@@ -306,7 +306,7 @@ def test_a_sandbox_that_cannot_start_gives_nan_not_a_crash(tmp_path, monkeypatch
     never raised: lm-eval would lose the run."""
     broken_child = tmp_path / "broken_child.py"
     broken_child.write_text("import sys\nsys.exit('cannot set up: no /proc here')\n")
-    monkeypatch.setattr(sandbox, "CHILD_SCRIPT", broken_child)
+    monkeypatch.setattr(sandbox.runner, "CHILD_MODULES", (("snippet", broken_child),))
     with caplog.at_level(logging.WARNING):
         figures = score.code_metrics(["def isolated():\n    return 42"], ["code_timeout"])
     assert math.isnan(figures["code_exec_rate"]) and math.isnan(figures["code_timeout"])

@@ -6,10 +6,17 @@ failure, and failed for the reason the layer in charge gives, so that a snippet 
 accident (a typo in the attack) cannot pass for containment.
 """
 
+import importlib.machinery
+import importlib.metadata
 import importlib.util
+import json
 import os
+import re
+import shutil
 import socket
 import stat
+import subprocess
+import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -20,17 +27,23 @@ from hypothesis import strategies as st
 
 from lm_eval_fin import sandbox
 from lm_eval_fin.sandbox import (
+    FAILURE_CATEGORIES,
     ExecResult,
     Limits,
     SandboxError,
     code_exec_rate,
+    failure_categories,
+    probe,
     run_code,
     run_codes,
+    runner,
 )
+from lm_eval_fin.sandbox.child import seccomp
 
 SECRET_NAME = "LM_EVAL_FIN_TEST_SECRET"
 SECRET_VALUE = "s3cr3t-token-4242"
 RUNNING_AS_ROOT = os.geteuid() == 0
+REPOSITORY = Path(__file__).resolve().parents[1]
 
 
 def snippet(source: str) -> str:
@@ -44,6 +57,7 @@ def test_function_returning_a_number_passes():
     code = "def revenue_growth():\n    return (150 - 120) / 120\n"
     result = run_code(code)
     assert (result.ok, result.value, result.error, result.output) == (True, "0.25", None, "")
+    assert result.category is None
     assert result.duration_s > 0
 
 
@@ -51,12 +65,26 @@ def test_function_with_parameters_called_without_arguments_fails():
     result = run_code("def growth(current, previous):\n    return current / previous - 1\n")
     assert not result.ok and result.value is None
     assert "missing 2 required positional arguments" in result.error
+    assert result.category == "missing_arguments"
+
+
+def test_required_keyword_arguments_are_missing_arguments_too():
+    result = run_code("def growth(*, current):\n    return current\n")
+    assert result.category == "missing_arguments"
+    assert "missing 1 required keyword-only argument" in result.error
+
+
+def test_a_type_error_inside_a_callable_function_is_an_exception():
+    result = run_code("def f(x=None):\n    return len(x)\n")
+    assert result.category == "exception"
+    assert result.error.startswith("TypeError: object of type 'NoneType' has no len()")
 
 
 def test_function_without_return_fails():
     result = run_code("def margin():\n    value = 3 / 4\n")
     assert not result.ok
     assert result.error == "margin() returned None"
+    assert result.category == "none_result"
 
 
 def test_indentation_error_fails():
@@ -64,11 +92,13 @@ def test_indentation_error_fails():
     assert not result.ok
     assert result.error.startswith("IndentationError: unexpected indent")
     assert "line 3" in result.error
+    assert result.category == "syntax"
 
 
 def test_syntax_error_fails():
     result = run_code("def f(:\n    return 1\n")
     assert not result.ok and result.error.startswith("SyntaxError")
+    assert result.category == "syntax"
 
 
 def test_code_without_function_fails_even_if_it_computes():
@@ -76,11 +106,18 @@ def test_code_without_function_fails_even_if_it_computes():
     assert not result.ok
     assert result.error.startswith("no function defined")
     assert result.output == "3\n"
+    assert result.category == "no_function"
 
 
 def test_exception_names_type_message_and_line():
     result = run_code("def ratio():\n    debt = 10\n    return debt / 0\n")
     assert result.error == "ZeroDivisionError: division by zero (line 3)"
+    assert result.category == "exception"
+
+
+def test_an_exception_at_the_top_level_is_an_exception():
+    result = run_code("rate = 1 / 0\ndef f():\n    return rate\n")
+    assert (result.error, result.category) == ("ZeroDivisionError: division by zero (line 1)", "exception")
 
 
 def test_last_defined_function_is_called():
@@ -126,6 +163,7 @@ def test_when_every_function_needs_arguments_the_last_one_fails():
     result = run_code(code)
     assert not result.ok
     assert result.error.startswith("TypeError: b() missing 2 required positional arguments")
+    assert result.category == "missing_arguments"
 
 
 @pytest.mark.parametrize(
@@ -144,6 +182,7 @@ def test_generator_and_coroutine_values_are_failures(source, kind):
         f"f() returned a {kind}, not a value: its body does not run until it is iterated or "
         "awaited"
     )
+    assert result.category == "generator"
     assert result.output == ""  # no "never awaited" warning either
 
 
@@ -172,9 +211,139 @@ def test_standard_library_imports_work():
     assert run_code(code).value == "('3.97', 2, True)"
 
 
-def test_third_party_packages_are_not_importable():
-    result = run_code("import numpy\ndef f():\n    return 1\n")
-    assert not result.ok and "ModuleNotFoundError" in result.error
+# --- numpy and pandas, and nothing else from site-packages ---------------------------------
+
+# What the tests below rely on is what `make install` installs: the package with its declared
+# requirements (numpy and pandas among them), nothing else that happens to be on the machine.
+OFFERED = {name for name, _path in sandbox.offered_packages() if name}
+
+
+def _normalised(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def _required_but_not_offered() -> list[str]:
+    """Import names of the package's own declared requirements (extras left out) and of the
+    package itself: installed wherever the package is, none of them offered to snippets."""
+    required = {_normalised("lm-eval-fin")}
+    for requirement in importlib.metadata.requires("lm-eval-fin") or ():
+        if "extra ==" not in requirement:
+            required.add(_normalised(re.match(r"[A-Za-z0-9._-]+", requirement).group()))
+    names = {
+        name
+        for name, distributions in importlib.metadata.packages_distributions().items()
+        if name.isidentifier() and required & {_normalised(d) for d in distributions}
+    }
+    return sorted(names - OFFERED - set(sys.stdlib_module_names))
+
+
+REQUIRED_NOT_OFFERED = _required_but_not_offered()
+
+
+def test_numpy_and_pandas_are_offered_as_the_package_requires_them():
+    assert {"numpy", "pandas"} <= OFFERED, sandbox.offered_packages()
+
+
+def test_numpy_snippet_runs_with_the_values_it_computes():
+    code = snippet("""
+        import numpy as np
+
+        def cagr():
+            revenue = np.array([1432.1, 1610.4, 1820.0])
+            growth = (revenue[-1] / revenue[0]) ** (1 / (len(revenue) - 1)) - 1
+            determinant = np.linalg.det(np.array([[2.0, 1.0], [1.0, 3.0]]))
+            return round(float(growth) * 100, 4), round(float(determinant), 9)
+    """)
+    result = run_code(code, timeout=30)
+    assert result.ok, result.error
+    # (1820.0 / 1432.1) ** 0.5 - 1 = 1.270861 ** 0.5 - 1 = 0.127325; det [[2, 1], [1, 3]] = 6 - 1 = 5
+    assert eval(result.value) == (12.7325, 5.0)
+
+
+def test_pandas_snippet_runs_with_the_values_it_computes():
+    code = snippet("""
+        import pandas as pd
+
+        def margin_by_segment():
+            frame = pd.DataFrame(
+                {"segment": ["water", "gas", "water"], "revenue": [100.0, 50.0, 300.0], "income": [10.0, 5.0, 50.0]}
+            )
+            totals = frame.groupby("segment")[["revenue", "income"]].sum()
+            margins = (totals["income"] / totals["revenue"]).round(4)
+            quarter_end = pd.Timestamp("2024-03-31", tz="America/New_York").isoformat()
+            return margins.to_dict(), quarter_end
+    """)
+    result = run_code(code, timeout=30)
+    assert result.ok, result.error
+    # gas 5 / 50 = 0.1; water (10 + 50) / (100 + 300) = 0.15; New York is UTC-4 on 31 March
+    assert eval(result.value) == ({"gas": 0.1, "water": 0.15}, "2024-03-31T00:00:00-04:00")
+
+
+def test_pandas_may_write_and_read_csv_in_the_working_directory():
+    code = snippet("""
+        import pandas as pd
+
+        def f():
+            pd.DataFrame({"eps": [1.21, 1.35]}).to_csv("eps.csv", index=False)
+            return float(pd.read_csv("eps.csv")["eps"].sum())
+    """)
+    assert run_code(code, timeout=30).value == "2.56"
+
+
+def test_numerical_libraries_run_single_threaded():
+    code = snippet("""
+        import os, threading
+        import numpy as np
+
+        def f():
+            product = np.ones((300, 300)) @ np.ones((300, 300))  # a BLAS call
+            return threading.active_count(), float(product[0, 0]), os.environ["OPENBLAS_NUM_THREADS"]
+    """)
+    assert eval(run_code(code, timeout=30).value) == (1, 300.0, "1")
+
+
+def _extension_module() -> tuple[str, str]:
+    """(name, file) of an extension module of the standard library, one this interpreter
+    loads from a file rather than having it compiled in."""
+    for name in ("_decimal", "_json", "_bisect", "_struct", "_csv", "_random", "_datetime", "math"):
+        spec = importlib.util.find_spec(name)
+        if spec and spec.origin and spec.origin.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)):
+            return name, spec.origin
+    raise AssertionError("no extension module of the standard library is a file here")
+
+
+def test_the_package_s_requirements_are_found_for_the_next_test():
+    # the requirements of a `make install` that snippets must not import (lm_eval, evaluate, ...)
+    assert {"lm_eval_fin", "lm_eval", "evaluate", "datasets", "transformers"} <= set(REQUIRED_NOT_OFFERED)
+
+
+@pytest.mark.parametrize("name", REQUIRED_NOT_OFFERED)
+def test_other_installed_packages_are_not_importable(name):
+    assert importlib.util.find_spec(name) is not None  # installed for the parent
+    result = run_code(f"import {name}\ndef f():\n    return 1\n")
+    assert (result.ok, result.category) == (False, "exception")
+    assert result.error == f"ModuleNotFoundError: No module named '{name}' (line 1)"
+
+
+def test_other_installed_packages_cannot_be_read_or_loaded_by_path(tmp_path):
+    source = importlib.util.find_spec("lm_eval_fin.sandbox").origin  # installed for the parent
+    read = run_code(f"def f():\n    return open({source!r}).read()\n")
+    assert read.category == "refused" and f"reading {source!r} is not allowed" in read.error
+    # A working extension module in a folder of its own, as another package's would be (the
+    # standard library's, copied): only the guard's refusal, not a broken file, passes.
+    name, original = _extension_module()
+    foreign = tmp_path / "foreign_package" / os.path.basename(original)
+    foreign.parent.mkdir()
+    shutil.copy(original, foreign)
+    code = snippet(f"""
+        import _imp, importlib.machinery
+
+        def f():
+            return _imp.create_dynamic(importlib.machinery.ModuleSpec({name!r}, None, origin={str(foreign)!r}))
+    """)
+    loaded = run_code(code)
+    assert loaded.category == "refused", loaded
+    assert f"loading {name} from {str(foreign)!r} is not allowed" in loaded.error
 
 
 def test_print_output_is_captured():
@@ -192,12 +361,32 @@ def test_bytes_code_runs_and_non_code_is_a_failure_not_a_crash():
     for junk in (None, 5, ["def f(): return 1"]):
         result = run_code(junk)
         assert not result.ok and result.error.startswith("not code")
+        assert result.category == "syntax"
 
 
 def test_exit_calls_are_failures():
-    assert run_code("import sys\ndef f():\n    sys.exit(0)\n").error == "SystemExit: 0 (line 3)"
+    result = run_code("import sys\ndef f():\n    sys.exit(0)\n")
+    assert (result.error, result.category) == ("SystemExit: 0 (line 3)", "exception")
     result = run_code("import os\ndef f():\n    os._exit(0)\n")
     assert result.error == "the child exited with status 0 without a result"
+    assert result.category == "exception"
+
+
+def test_a_crash_of_the_interpreter_is_an_exception_and_ignoring_sigxcpu_a_resource_kill():
+    crash = run_code("import os, signal\ndef f():\n    os.kill(os.getpid(), signal.SIGSEGV)\n")
+    assert crash.category == "refused"  # os.kill is refused even towards itself
+    abort = run_code("import os\ndef f():\n    os.abort()\n")
+    assert (abort.error, abort.category) == ("the child was killed by SIGABRT", "exception")
+    stubborn = snippet("""
+        import signal
+        signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+        def f():
+            while True:
+                pass
+    """)
+    killed = run_code(stubborn, timeout=30, cpu_seconds=1)
+    assert killed.category == "resource"
+    assert killed.error == "the child was killed by SIGKILL (CPU time hard limit, or out of memory)"
 
 
 def test_snippet_may_use_files_in_its_working_directory_which_is_removed_afterwards():
@@ -220,14 +409,16 @@ def test_snippet_may_use_files_in_its_working_directory_which_is_removed_afterwa
     assert not Path(workdir).exists()
 
 
-def test_child_runs_with_empty_environment_and_unprivileged_when_root():
-    code = "import os\ndef f():\n    return os.getuid(), os.getgid(), sorted(os.environ)\n"
-    uid, gid, names = eval(run_code(code).value)
+def test_child_runs_with_its_own_environment_and_unprivileged_when_root():
+    code = "import os\ndef f():\n    return os.getuid(), os.getgid(), dict(os.environ)\n"
+    uid, gid, environment = eval(run_code(code).value)
     if RUNNING_AS_ROOT:
         assert (uid, gid) == (65534, 65534)
     else:
         assert uid == os.getuid()
-    assert set(names) <= {"LC_CTYPE"}  # Python's own C-locale coercion, nothing inherited
+    environment.pop("LC_CTYPE", None)  # Python's own C-locale coercion
+    assert environment == sandbox.CHILD_ENVIRONMENT  # nothing inherited
+    assert environment["OPENBLAS_NUM_THREADS"] == environment["OMP_NUM_THREADS"] == "1"
 
 
 def test_limits_are_set_in_the_child():
@@ -246,11 +437,13 @@ def test_limits_are_set_in_the_child():
 def test_wall_clock_limit_stops_a_sleeping_snippet():
     result = run_code("import time\ndef f():\n    time.sleep(3600)\n    return 1\n", timeout=1)
     assert result.error == "timed out after 1 s (wall clock)"
+    assert result.category == "timeout"
 
 
 def test_cpu_limit_stops_a_busy_loop_before_the_wall_clock_does():
     result = run_code("def f():\n    while True:\n        pass\n", timeout=60, cpu_seconds=1)
     assert result.error == "CPU time limit (1 s) exceeded"
+    assert result.category == "timeout"
 
 
 def test_file_size_limit_stops_big_writes():
@@ -259,6 +452,12 @@ def test_file_size_limit_stops_big_writes():
     )
     result = run_code(code, file_size_mb=1)
     assert not result.ok and "File too large" in result.error
+    assert result.category == "resource"
+
+
+def test_memory_limit_is_a_resource_failure():
+    result = run_code("def f():\n    return len(bytearray(400 << 20))\n", memory_mb=200)
+    assert (result.error, result.category) == ("MemoryError (line 2)", "resource")
 
 
 def test_each_snippet_gets_a_fresh_process():
@@ -300,7 +499,7 @@ def test_invalid_limits_raise():
 def test_a_sandbox_that_cannot_start_raises_instead_of_scoring_zero(tmp_path, monkeypatch):
     broken_child = tmp_path / "broken_child.py"
     broken_child.write_text("import sys\nsys.exit('cannot set up: no /proc here')\n")
-    monkeypatch.setattr(sandbox, "CHILD_SCRIPT", broken_child)
+    monkeypatch.setattr(runner, "CHILD_MODULES", (("snippet", broken_child),))
     with pytest.raises(SandboxError, match="cannot set up: no /proc here"):
         run_code("def f():\n    return 1\n")
 
@@ -335,10 +534,10 @@ def test_with_namespaces_everything_but_a_bounded_tmpfs_is_read_only():
 
 
 def test_probe_failure_is_a_reason_and_logged_once(monkeypatch, caplog):
-    monkeypatch.setattr(sandbox, "_isolation", None)
+    monkeypatch.setattr(probe, "_isolation", None)
     monkeypatch.delenv(sandbox.NO_NAMESPACES_VARIABLE, raising=False)
     # CSIGNAL bits are not unshare(2) flags: EINVAL, as any refusal would be
-    monkeypatch.setattr(sandbox, "NAMESPACE_CHOICES", ((("mount",), sandbox.CLONE_NEWNS | 1),))
+    monkeypatch.setattr(probe, "NAMESPACE_CHOICES", ((("mount",), sandbox.CLONE_NEWNS | 1),))
     with caplog.at_level("WARNING", logger="lm_eval_fin.sandbox"):
         first, second = sandbox.isolation(), sandbox.isolation()
     assert first is second and first.namespaces == () and first.flags == 0
@@ -352,7 +551,7 @@ def test_probe_failure_is_a_reason_and_logged_once(monkeypatch, caplog):
 
 
 def test_namespaces_can_be_turned_off(monkeypatch):
-    monkeypatch.setattr(sandbox, "_isolation", None)
+    monkeypatch.setattr(probe, "_isolation", None)
     monkeypatch.setenv(sandbox.NO_NAMESPACES_VARIABLE, "1")
     assert sandbox.isolation().reason == f"turned off by {sandbox.NO_NAMESPACES_VARIABLE}"
 
@@ -363,6 +562,46 @@ def test_code_exec_rate_is_micro_and_zero_without_snippets():
     assert code_exec_rate([ok]) == 1.0
     assert code_exec_rate([]) == 0.0
     assert code_exec_rate(iter([failed])) == 0.0
+
+
+def failed(category):
+    return ExecResult(ok=False, error="e", category=category)
+
+
+def test_failure_categories_are_shares_of_all_snippets_by_hand():
+    ok = ExecResult(ok=True, value="1")
+    results = [ok, ok, failed("missing_arguments"), failed("missing_arguments"), failed("missing_arguments"),
+               failed("none_result"), failed("syntax"), failed("timeout")]  # fmt: skip
+    shares = failure_categories(iter(results))
+    assert list(shares) == [f"code_{name}" for name in FAILURE_CATEGORIES]
+    # 8 snippets: 3 missing arguments, 1 each of none, syntax and timeout, 2 ran
+    assert shares["code_missing_arguments"] == 3 / 8
+    assert shares["code_none_result"] == shares["code_syntax"] == shares["code_timeout"] == 1 / 8
+    assert shares["code_exception"] == shares["code_refused"] == shares["code_no_function"] == 0.0
+    assert sum(shares.values()) + code_exec_rate(results) == 1.0
+
+
+def test_failure_categories_without_snippets_and_for_uncategorised_failures():
+    assert set(failure_categories([]).values()) == {0.0}
+    shares = failure_categories([ExecResult(ok=False, error="made by hand"), failed("not a category")])
+    assert shares["code_exception"] == 1.0
+
+
+def test_failure_categories_of_real_runs_match_the_paper_s_kinds():
+    codes = [
+        "def growth():\n    return (150 - 120) / 120\n",  # runs
+        "def growth(current, previous):\n    return current / previous - 1\n",  # missing arguments
+        "def growth():\n    value = 0.25\n",  # returns None
+        "def growth():\n    a = 1\n      return a\n",  # indentation error
+        "growth = 0.25\n",  # no function
+        "def growth():\n    return 1 / 0\n",  # exception
+    ]
+    shares = failure_categories(run_codes(codes, workers=2))
+    sixth = 1 / 6
+    assert {name: share for name, share in shares.items() if share} == {
+        "code_missing_arguments": sixth, "code_none_result": sixth, "code_syntax": sixth,
+        "code_no_function": sixth, "code_exception": sixth,
+    }  # fmt: skip
 
 
 # --- hostile snippets --------------------------------------------------------------------
@@ -386,11 +625,21 @@ HOSTILE = {
         def f():
             return subprocess.run(["true"])
     """,
+    # the standard library's subprocess, run on a _posixsubprocess had past the import guard,
+    # with its sys.audit call silenced
     "fork_exec_via_imp": """
-        import _imp, importlib.machinery
+        import importlib.machinery, importlib.util, sys
         def f():
-            spec = importlib.machinery.ModuleSpec("_posixsubprocess", None, origin=EXTENSIONS["_posixsubprocess"])
-            return _imp.create_dynamic(spec).fork_exec
+            sys.modules["_posixsubprocess"] = load_bypassing_import("_posixsubprocess")
+            spec = importlib.machinery.PathFinder.find_spec("subprocess")
+            real = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(real)
+            class QuietSys:
+                audit = staticmethod(lambda *args: None)
+                def __getattr__(self, name):
+                    return getattr(sys, name)
+            real.sys = QuietSys()
+            return real.Popen(["/bin/sh", "-c", "touch /tmp/lm-eval-fin-pwned"]).wait()
     """,
     "os_system": """
         import os
@@ -512,6 +761,32 @@ HOSTILE = {
         def f():
             return os.memfd_create("hidden")
     """,
+    "memfd_via_rebuilt_posix": """
+        import _imp, importlib.machinery
+        def f():
+            posix = _imp.create_builtin(importlib.machinery.ModuleSpec("posix", None))
+            return posix.memfd_create("hidden")
+    """,
+    "exec_via_rebuilt_posix": """
+        import _imp, importlib.machinery
+        def f():
+            posix = _imp.create_builtin(importlib.machinery.ModuleSpec("posix", None))
+            posix.execv("/bin/sh", ["sh", "-c", "touch /tmp/lm-eval-fin-pwned"])
+    """,
+    "write_dev_shm": """
+        def f():
+            with open("/dev/shm/lm-eval-fin-pwned", "wb") as handle:
+                return handle.write(b"x" * (64 << 20))
+    """,
+    "native_code_from_workdir": """
+        import _json
+        def f():
+            with open(_json.__file__, "rb") as library, open("copy.so", "wb") as copy:
+                copy.write(library.read())
+            import _imp, importlib.machinery, os
+            spec = importlib.machinery.ModuleSpec("_json", None, origin=os.getcwd() + "/copy.so")
+            return _imp.create_dynamic(spec)
+    """,
     "disk_filler": """
         def f():
             for i in range(50):
@@ -553,10 +828,8 @@ HOSTILE = {
             return socket.create_connection(("127.0.0.1", PORT), timeout=1)
     """,
     "socket_via_imp": """
-        import _imp, importlib.machinery
         def f():
-            spec = importlib.machinery.ModuleSpec("_socket", None, origin=EXTENSIONS["_socket"])
-            _socket = _imp.create_dynamic(spec)
+            _socket = load_bypassing_import("_socket")
             connection = _socket.socket()
             connection.connect(("127.0.0.1", PORT))
             return connection
@@ -590,16 +863,22 @@ HOSTILE = {
             signal.pidfd_send_signal(os.pidfd_open(os.getppid()), signal.SIGKILL)
             return "killed"
     """,
+    "pidfd_kill_parent_via_rebuilt_modules": """
+        import _imp, importlib.machinery, os
+        def f():
+            posix = _imp.create_builtin(importlib.machinery.ModuleSpec("posix", None))
+            _signal = _imp.create_builtin(importlib.machinery.ModuleSpec("_signal", None))
+            _signal.pidfd_send_signal(posix.pidfd_open(os.getppid()), 9)
+            return "killed"
+    """,
     "ctypes": """
         import ctypes
         def f():
             return ctypes.string_at(0, 8)
     """,
     "ctypes_via_imp": """
-        import _imp, importlib.machinery
         def f():
-            spec = importlib.machinery.ModuleSpec("_ctypes", None, origin=EXTENSIONS["_ctypes"])
-            return _imp.create_dynamic(spec)
+            return load_bypassing_import("_ctypes").dlopen(None)
     """,
     "recursion": """
         def f():
@@ -637,13 +916,87 @@ HOSTILE = {
     """,
 }
 
+# Snippets that turn numpy and pandas against the sandbox (run when both are installed).
+HOSTILE_NUMPY = {
+    "numpy_ctypeslib": """
+        import numpy as np
+        def f():
+            return np.ctypeslib.as_ctypes(np.zeros(3))
+    """,
+    "numpy_array_ctypes": """
+        import numpy as np
+        def f():
+            return np.zeros(3).ctypes.data
+    """,
+    "numpy_save_outside": """
+        import numpy as np
+        def f():
+            np.save(OUTSIDE_DIR + "/saved.npy", np.zeros(3))
+            return "saved"
+    """,
+    "numpy_format_writes_outside": """
+        import numpy.lib.format as npformat
+        def f():
+            array = npformat.open_memmap(OUTSIDE_DIR + "/mapped.npy", mode="w+", dtype="f8", shape=(3,))
+            array[:] = 1
+            return "mapped"
+    """,
+    "numpy_tofile_victim": """
+        import numpy as np
+        def f():
+            np.frombuffer(b"pwned", dtype="u1").tofile(VICTIM)
+            return "written"
+    """,
+    "numpy_memmap_victim": """
+        import numpy as np
+        def f():
+            mapped = np.memmap(VICTIM, dtype="u1", mode="r+")
+            mapped[:] = 0
+            return "zeroed"
+    """,
+    "numpy_fromfile_secret": """
+        import numpy as np
+        def f():
+            return np.fromfile(SECRET_FILE, dtype="u1").tobytes()
+    """,
+    "numpy_loadtxt_parent_environ": """
+        import os
+        import numpy as np
+        def f():
+            return np.loadtxt(f"/proc/{os.getppid()}/environ", dtype=str)
+    """,
+    "pandas_to_csv_outside": """
+        import pandas as pd
+        def f():
+            pd.DataFrame({"a": [1]}).to_csv(OUTSIDE_DIR + "/out.csv")
+            return "written"
+    """,
+    "pandas_to_pickle_victim": """
+        import pandas as pd
+        def f():
+            pd.DataFrame({"a": [1]}).to_pickle(VICTIM)
+            return "written"
+    """,
+    "pandas_read_csv_secret": """
+        import pandas as pd
+        def f():
+            return pd.read_csv(SECRET_FILE, header=None).to_string()
+    """,
+    "pandas_read_csv_url": """
+        import pandas as pd
+        def f():
+            return pd.read_csv(f"http://127.0.0.1:{PORT}/data.csv").to_string()
+    """,
+}
+
 # The layer that must have stopped each attack, as it appears in the error (or one of these).
 OUTSIDE_WORKDIR = "is not allowed (only inside the working directory)"
+SECCOMP_REFUSAL = "[Errno 1] Operation not permitted"
+READ_REFUSAL = "is not allowed (only the working directory, the standard library, numpy and pandas)"
 EXPECTED_ERROR = {
     "fork_bomb": "os.fork is not allowed",
     "thread_bomb": "can't start new thread",
-    "subprocess": "importing subprocess is not allowed",
-    "fork_exec_via_imp": "importing _posixsubprocess is not allowed",
+    "subprocess": "importing subprocess is not allowed, so subprocess.run is unavailable",
     "os_system": "os.system is not allowed",
     "memory_bomb": ("MemoryError", "timed out"),  # on a crowded machine the clock may win
     "memory_bomb_single": "MemoryError",
@@ -653,16 +1006,21 @@ EXPECTED_ERROR = {
     "write_outside_pathlib": OUTSIDE_WORKDIR,
     "write_relative_to_another_folder": "os.open needs an absolute path",
     "write_after_patching_builtins_and_os_path": OUTSIDE_WORKDIR,
-    "rewrite_hook_defaults_from_traceback": "changing a function's code or defaults is not allowed",
+    "rewrite_hook_defaults_from_traceback": "changing the sandbox's own functions is not allowed",
     "gc_walk": "gc.get_objects is not allowed",
     "proc_self_mem": "writing '/proc/self/mem' is not allowed",
     "delete_outside": "os.remove on",
     "rename_outside": "os.rename on",
     "rmtree_outside": "shutil.rmtree is not allowed",
     "chdir_then_write": "os.chdir is not allowed",
-    "mkfifo_outside": "module 'os' has no attribute 'mkfifo'",
-    "mknod_outside": "module 'os' has no attribute 'mknod'",
-    "memfd": "module 'os' has no attribute 'memfd_create'",
+    # no audit event for these: the seccomp filter refuses them
+    "mkfifo_outside": SECCOMP_REFUSAL,
+    "mknod_outside": SECCOMP_REFUSAL,
+    "memfd": SECCOMP_REFUSAL,
+    "memfd_via_rebuilt_posix": SECCOMP_REFUSAL,
+    "exec_via_rebuilt_posix": "os.exec is not allowed",  # the event comes from C
+    "write_dev_shm": OUTSIDE_WORKDIR,
+    "native_code_from_workdir": "(native code only from the standard library, numpy and pandas)",
     # the tmpfs is full (namespaces), or the parent's watchdog stopped it (fallback)
     "disk_filler": ("No space left on device", "wrote more than 64 MB"),
     # creating files is slow on some disks: the CPU limit may come first in the fallback
@@ -670,28 +1028,73 @@ EXPECTED_ERROR = {
     "symlink_out_of_workdir": "os.symlink is not allowed",
     "read_secret_env": f"KeyError: '{SECRET_NAME}'",
     "read_parent_environ": "/environ' is not allowed",
-    "read_secret_file": "is not allowed (only the working directory and the standard library)",
+    "read_secret_file": READ_REFUSAL,
     "socket_connect": "importing socket is not allowed",
-    "socket_via_imp": "importing _socket is not allowed",
     "huge_output": "printed more than 65536 bytes",
     "huge_stderr": "printed more than 65536 bytes",
     "kill_parent": "os.kill is not allowed",
     "killpg_parent": "os.killpg is not allowed",
-    "pidfd_kill_parent": "has no attribute 'pidfd_send_signal'",
-    "ctypes": "importing ctypes is not allowed",
-    "ctypes_via_imp": "importing _ctypes is not allowed",
+    "pidfd_kill_parent": SECCOMP_REFUSAL,
+    "pidfd_kill_parent_via_rebuilt_modules": SECCOMP_REFUSAL,
+    "ctypes": "importing ctypes is not allowed, so ctypes.string_at is unavailable",
     "recursion": "RecursionError",
     "deep_recursion_without_limit": "",  # CPU, memory or stack: whichever comes first
     "forge_result_record": "without a result",
     "raise_limits": "resource.setrlimit is not allowed",
     "become_root": "PermissionError",
+    "numpy_ctypeslib": "importing ctypes is not allowed",
+    "numpy_array_ctypes": "importing ctypes is not allowed",
+    "numpy_save_outside": OUTSIDE_WORKDIR,
+    "numpy_format_writes_outside": OUTSIDE_WORKDIR,
+    "numpy_tofile_victim": OUTSIDE_WORKDIR,
+    "numpy_memmap_victim": OUTSIDE_WORKDIR,
+    "numpy_fromfile_secret": READ_REFUSAL,
+    "numpy_loadtxt_parent_environ": READ_REFUSAL,
+    "pandas_to_csv_outside": OUTSIDE_WORKDIR,
+    "pandas_to_pickle_victim": OUTSIDE_WORKDIR,
+    "pandas_read_csv_secret": READ_REFUSAL,
+    "pandas_read_csv_url": "importing socket is not allowed",
+}
+# The failure category each attack must get: "refused" unless named here. The kernel's
+# refusals (seccomp's EPERM) read like any other error, hence "exception".
+EXPECTED_CATEGORY = {
+    "memory_bomb": ("resource", "timeout"),
+    "memory_bomb_single": "resource",
+    "busy_loop": "timeout",
+    "mkfifo_outside": "exception",
+    "mknod_outside": "exception",
+    "memfd": "exception",
+    "memfd_via_rebuilt_posix": "exception",
+    "pidfd_kill_parent": "exception",
+    "pidfd_kill_parent_via_rebuilt_modules": "exception",
+    "disk_filler": "resource",
+    "many_files": ("resource", "timeout"),
+    "read_secret_env": "exception",
+    "huge_output": "resource",
+    "huge_stderr": "resource",
+    "recursion": "exception",
+    "deep_recursion_without_limit": ("exception", "resource", "timeout"),
+    "forge_result_record": "exception",
+    "become_root": "exception",
 }
 
 
-# Extension modules the *_via_imp attacks load with _imp.create_dynamic. Their paths come from
-# this (unsandboxed) process: inside the sandbox, sys.path holds /proc/self/fd/N entries on
-# which a path finder may find nothing, and the attack must reach the import guard itself.
-IMP_ATTACK_EXTENSIONS = ("_posixsubprocess", "_socket", "_ctypes")
+# Modules the *_via_imp attacks load past the import statement, as an attacker would: with
+# _imp.create_dynamic and the extension's file, whose path comes from this (unsandboxed)
+# process (inside the sandbox, sys.path holds /proc/self/fd/N entries on which a path finder
+# may find nothing, and the attack must reach the import guard itself); or, where this
+# interpreter has the module compiled in (Debian's _socket and _posixsubprocess), with
+# _imp.create_builtin, which raises no audit event: then what the module does must be
+# refused instead.
+IMP_ATTACK_MODULES = ("_posixsubprocess", "_socket", "_ctypes")
+BUILT_IN = sorted(set(IMP_ATTACK_MODULES) & set(sys.builtin_module_names))
+LOAD_BYPASSING_IMPORT = """
+def load_bypassing_import(name):
+    import _imp, importlib.machinery
+    if name in BUILT_IN:
+        return _imp.create_builtin(importlib.machinery.ModuleSpec(name, None))
+    return _imp.create_dynamic(importlib.machinery.ModuleSpec(name, None, origin=EXTENSIONS[name]))
+"""
 
 
 def extension_paths(names):
@@ -701,6 +1104,20 @@ def extension_paths(names):
         assert spec is not None and spec.origin and os.path.isfile(spec.origin), f"no extension file for {name}"
         paths[name] = spec.origin
     return paths
+
+
+def _guarded(name, past_the_guard):
+    """What stops an attack that loads ``name`` past the import statement."""
+    return past_the_guard if name in BUILT_IN else f"importing {name} is not allowed"
+
+
+EXPECTED_ERROR.update(
+    fork_exec_via_imp=_guarded("_posixsubprocess", (SECCOMP_REFUSAL, "os.posix_spawn is not allowed")),
+    socket_via_imp=_guarded("_socket", "socket.__new__ is not allowed"),
+    ctypes_via_imp=_guarded("_ctypes", "ctypes.dlopen is not allowed"),
+)
+if "_posixsubprocess" in BUILT_IN:  # the kernel's EPERM, or the hook's refusal of posix_spawn
+    EXPECTED_CATEGORY["fork_exec_via_imp"] = ("exception", "refused")
 
 
 @pytest.fixture(scope="module")
@@ -722,14 +1139,16 @@ def attack():
         f"VICTIM = {str(victim)!r}\nOUTSIDE_DIR = {str(outside)!r}\n"
         f"SECRET_FILE = {str(secret_file)!r}\nSECRET_NAME = {SECRET_NAME!r}\n"
         f"PORT = {server.getsockname()[1]}\n"
-        f"EXTENSIONS = {extension_paths(IMP_ATTACK_EXTENSIONS)!r}\n"
+        f"EXTENSIONS = {extension_paths(set(IMP_ATTACK_MODULES) - set(BUILT_IN))!r}\n"
+        f"BUILT_IN = {BUILT_IN!r}\n" + LOAD_BYPASSING_IMPORT
     )
-    names = list(HOSTILE)
+    attacks = {**HOSTILE, **HOSTILE_NUMPY}
+    names = list(attacks)
     try:
         with pytest.MonkeyPatch.context() as patch:
             patch.setenv(SECRET_NAME, SECRET_VALUE)
             results = run_codes(
-                [prelude + snippet(HOSTILE[name]) for name in names],
+                [prelude + snippet(attacks[name]) for name in names],
                 timeout=5,
                 cpu_seconds=1,
                 memory_mb=256,
@@ -748,7 +1167,7 @@ def attack():
         outside.rmdir()
 
 
-@pytest.mark.parametrize("name", list(HOSTILE))
+@pytest.mark.parametrize("name", [*HOSTILE, *HOSTILE_NUMPY])
 def test_hostile_snippet_is_contained_and_scored_as_failure(attack, name):
     result = attack["results"][name]
     assert not result.ok, f"{name} succeeded: {result.value}"
@@ -758,6 +1177,8 @@ def test_hostile_snippet_is_contained_and_scored_as_failure(attack, name):
         fragment in result.error
         for fragment in ((expected,) if isinstance(expected, str) else expected)
     ), result.error
+    category = EXPECTED_CATEGORY.get(name, "refused")
+    assert result.category in ((category,) if isinstance(category, str) else category), result.category
     assert len(result.output) <= 65536
     for field in (result.error, result.output):
         assert SECRET_VALUE not in field
@@ -768,6 +1189,7 @@ def test_hostile_suite_left_the_outside_untouched(attack):
     assert attack["victim"].read_text() == "original"
     assert stat.S_IMODE(attack["victim"].stat().st_mode) == 0o666
     assert not Path("/tmp/lm-eval-fin-pwned").exists()
+    assert not Path("/dev/shm/lm-eval-fin-pwned").exists()
 
 
 def test_hostile_suite_never_reached_the_socket_server(attack):
@@ -777,7 +1199,7 @@ def test_hostile_suite_never_reached_the_socket_server(attack):
 
 def test_parent_survived_the_kill_attempts(attack):
     # A kill that got through would have ended this test session before this line.
-    kills = ("kill_parent", "killpg_parent", "pidfd_kill_parent")
+    kills = ("kill_parent", "killpg_parent", "pidfd_kill_parent", "pidfd_kill_parent_via_rebuilt_modules")
     assert not any(attack["results"][name].ok for name in kills)
     assert Path(f"/proc/{os.getpid()}").exists()
 
@@ -794,42 +1216,76 @@ def _could_define_a_function(source) -> bool:
     return "def" in text or "lambda" in text
 
 
+def _well_formed(result) -> None:
+    """What every result must be: ok with a value and no category, or failed with an error
+    and one of the categories."""
+    assert isinstance(result, ExecResult)
+    if result.ok:
+        assert (result.error, result.category) == (None, None) and result.value is not None
+    else:
+        assert result.value is None and result.error and result.category in FAILURE_CATEGORIES
+
+
 @JUNK_SETTINGS
 @given(st.text(max_size=300))
 def test_arbitrary_text_never_crashes_and_passes_only_with_a_function(source):
     result = run_code(source, timeout=2)
-    assert isinstance(result, ExecResult)
+    _well_formed(result)
     assert result.ok is False or _could_define_a_function(source)
-    assert (result.error is None) == result.ok
 
 
 @JUNK_SETTINGS
 @given(st.binary(max_size=300))
 def test_binary_junk_never_crashes(source):
     result = run_code(source, timeout=2)
+    _well_formed(result)
     assert result.ok is False or _could_define_a_function(source)
-    assert (result.error is None) == result.ok
 
 
 @JUNK_SETTINGS
 @given(st.text(alphabet=st.sampled_from("def():\n return x=1lambd#\"'\\ \t"), max_size=80))
 def test_near_python_junk_passes_only_when_a_defined_function_returns(source):
     result = run_code(source, timeout=2)
+    _well_formed(result)
     if result.ok:
-        assert result.value is not None and result.value != "None"
+        assert result.value != "None"
         assert _could_define_a_function(source)
+    elif "def" not in source and "lambda" not in source:
+        # "timeout": the 2 s include the child's start, which a crowded machine can eat
+        assert result.category in ("syntax", "no_function", "exception", "timeout")
+
+
+@JUNK_SETTINGS
+@given(
+    st.lists(
+        st.one_of(st.text(max_size=120), st.binary(max_size=120), st.none(), st.integers()),
+        max_size=4,
+    )
+)
+def test_arbitrary_batches_give_one_well_formed_result_each(codes):
+    results = run_codes(codes, timeout=2, workers=2)
+    assert len(results) == len(codes)
+    for result in results:
+        _well_formed(result)
+    shares = failure_categories(results)
+    assert all(0.0 <= share <= 1.0 for share in shares.values())
+    if results:
+        assert abs(sum(shares.values()) + code_exec_rate(results) - 1.0) < 1e-9
 
 
 def test_megabyte_of_text_and_nul_bytes_are_failures():
-    assert run_code("x" * (1 << 20)).error.startswith("NameError")
+    big = run_code("x" * (1 << 20))
+    assert big.error.startswith("NameError") and big.category == "exception"
     result = run_code("def f():\n    return 1\n\x00")
     assert not result.ok and ("null" in result.error or "NUL" in result.error)
+    assert result.category == "syntax"
 
 
 # --- what a rebuilt posix module can create outside, and a full disk ---------------------
 
-# ``os.mkfifo`` and ``os.mknod`` are removed (see the hostile suite); ``_imp`` rebuilds a
-# ``posix`` module that still has them, and they raise no audit event.
+# ``os.mkfifo``, ``os.mknod`` and ``os.memfd_create`` raise no audit event, and ``_imp``
+# rebuilds a ``posix`` module whatever the snippet's ``os`` holds: the seccomp filter refuses
+# the system calls themselves, in every mode.
 STRAY_SNIPPET = """
 import _imp, importlib.machinery, stat
 def f():
@@ -845,62 +1301,41 @@ STRAY_CALLS = {
 }
 
 
-def _stray_targets(extra_folder=None) -> dict:
+def _stray_targets(extra_folder) -> dict:
     tag = os.urandom(4).hex()
     targets = {
         name: (os.path.join(folder, f"lm-eval-fin-stray-{tag}-{name}"), call)
         for name, (folder, call) in STRAY_CALLS.items()
         if os.path.isdir(folder)
     }
-    if extra_folder is not None:
-        targets["mkfifo_any_folder"] = (f"{extra_folder}/fifo-{tag}", "posix.mkfifo({target!r})")
+    targets["mkfifo_any_folder"] = (f"{extra_folder}/fifo-{tag}", "posix.mkfifo({target!r})")
+    targets["mkfifo_own_folder"] = (f"fifo-{tag}", "posix.mkfifo({target!r})")
     return targets
 
 
-def _run_strays(targets: dict) -> dict:
-    codes = [STRAY_SNIPPET.format(call=call.format(target=path)) for path, call in targets.values()]
-    return dict(zip(targets, run_codes(codes, workers=2), strict=True))
-
-
-def _remove_leftovers(targets: dict) -> list:
-    left = [path for path, _ in targets.values() if os.path.lexists(path)]
-    for path in left:
-        os.unlink(path)
-    return left
-
-
-@pytest.mark.skipif(not RUNNING_AS_ROOT and not NAMESPACES, reason="nothing removes them here")
-def test_nothing_a_rebuilt_posix_module_makes_outside_survives():
+@pytest.mark.parametrize("namespaces", [True, False], ids=["as_probed", "without_namespaces"])
+def test_a_rebuilt_posix_module_can_make_nothing_anywhere(namespaces, monkeypatch):
+    if not namespaces:
+        found = sandbox.isolation()
+        monkeypatch.setattr(probe, "_isolation", sandbox.Isolation(
+            reason="test: no namespaces", landlock_abi=found.landlock_abi, snippet_uid=found.snippet_uid,
+            own_user=found.own_user))  # fmt: skip
     outside = Path(tempfile.mkdtemp(prefix="lm-eval-fin-victim-"))
     outside.chmod(0o777)
-    # any world-writable folder with namespaces; only the known ones in the fallback
-    targets = _stray_targets(outside if NAMESPACES else None)
+    targets = _stray_targets(outside)
     try:
-        results = _run_strays(targets)
-        assert _remove_leftovers(targets) == []
-        assert list(outside.iterdir()) == []
+        codes = [STRAY_SNIPPET.format(call=call.format(target=path)) for path, call in targets.values()]
+        results = dict(zip(targets, run_codes(codes, workers=2), strict=True))
+        left = [path for path, _ in targets.values() if os.path.isabs(path) and os.path.lexists(path)]
+        assert left == [] and list(outside.iterdir()) == []
     finally:
-        _remove_leftovers(targets)
-        for path in outside.iterdir():
-            path.unlink()
-        outside.rmdir()
-    if NAMESPACES:  # nothing was even created: every mount is read-only
-        for name, result in results.items():
-            assert not result.ok, name
-            assert "Read-only file system" in result.error, (name, result.error)
-
-
-@pytest.mark.skipif(not RUNNING_AS_ROOT, reason="the fallback removes strays only as root")
-def test_fallback_removes_what_a_rebuilt_posix_module_made(monkeypatch):
-    monkeypatch.setattr(sandbox, "_isolation", sandbox.Isolation(reason="test: the fallback"))
-    targets = _stray_targets()
-    try:
-        results = _run_strays(targets)
-        assert _remove_leftovers(targets) == []
-    finally:
-        _remove_leftovers(targets)
-    # they were made (and may score as a success); what matters is that none is left
-    assert all(result.ok or "Errno" in result.error for result in results.values())
+        for path, _ in targets.values():
+            if os.path.isabs(path) and os.path.lexists(path):
+                os.unlink(path)
+        shutil.rmtree(outside)
+    for name, result in results.items():
+        assert not result.ok, name
+        assert SECCOMP_REFUSAL in result.error, (name, result.error)
 
 
 DISK_FILLER_THAT_CATCHES = snippet("""
@@ -928,8 +1363,8 @@ def test_total_disk_use_is_bounded_even_when_the_snippet_carries_on():
 
 
 def test_fallback_watchdog_stops_a_disk_filler_and_a_file_flood(monkeypatch):
-    monkeypatch.setattr(sandbox, "_isolation", sandbox.Isolation(reason="test: the fallback"))
-    monkeypatch.setattr(sandbox, "MAX_WORKDIR_ENTRIES", 300)  # file creation can be slow
+    monkeypatch.setattr(probe, "_isolation", sandbox.Isolation(reason="test: the fallback"))
+    monkeypatch.setattr(runner, "MAX_WORKDIR_ENTRIES", 300)  # file creation can be slow
     for name in ("disk_filler", "many_files"):
         result = run_code(snippet(HOSTILE[name]), timeout=20, disk_mb=32)
         assert not result.ok
@@ -938,3 +1373,281 @@ def test_fallback_watchdog_stops_a_disk_filler_and_a_file_flood(monkeypatch):
         )
     caught = run_code(DISK_FILLER_THAT_CATCHES, timeout=20, disk_mb=32)
     assert not caught.ok and caught.error.startswith("wrote more than 32 MB")
+    hidden = run_code(DELETED_BUT_OPEN, timeout=20, disk_mb=32)
+    assert (hidden.error, hidden.category) == (
+        "wrote more than 32 MB or 300 files and folders to its working directory; stopped", "resource"
+    )
+
+
+# Files deleted while open: nothing left in the folder to see, 15 MB each held until exit
+DELETED_BUT_OPEN = snippet("""
+    import os, time
+
+    def f():
+        kept = []
+        for i in range(10):
+            handle = open(f"hidden{i}", "wb")
+            handle.write(b"x" * (15 << 20))
+            handle.flush()
+            os.remove(f"hidden{i}")
+            kept.append(handle)
+        time.sleep(5)
+        return len(kept)
+""")
+
+
+# --- the kernel layers on their own ---------------------------------------------------------
+
+# Each script below installs one layer in a fresh interpreter (no audit hook), then makes the
+# calls the layer must refuse and prints what became of each. Signals are signal 0 and
+# limits are read, never changed: if a layer let a call through, nothing outside is harmed.
+ATTEMPTS = """
+import json, os, resource, signal, socket, sys, threading
+from lm_eval_fin.sandbox.child import confine, seccomp
+
+outcomes = {}
+
+def attempt(name, action):
+    try:
+        action()
+        outcomes[name] = "done"
+    except BaseException as exc:
+        outcomes[name] = f"{type(exc).__name__}: {exc}"
+"""
+SECCOMP_SCRIPT = ATTEMPTS + """
+parent, folder = os.getppid(), sys.argv[1]
+proc_entry = os.open(f"/proc/{parent}", os.O_RDONLY | os.O_DIRECTORY)
+priority, affinity = os.getpriority(os.PRIO_PROCESS, parent), os.sched_getaffinity(parent)
+kernel = confine.Kernel()
+confine.install_seccomp(kernel, seccomp.seccomp_program(os.uname().machine, os.getpid()))
+attempt("kill_self", lambda: os.kill(os.getpid(), 0))
+attempt("kill_own_group", lambda: os.kill(0, 0))
+attempt("raise_in_self", lambda: signal.raise_signal(signal.SIGWINCH))  # ignored by default
+attempt("limit_self", lambda: resource.getrlimit(resource.RLIMIT_NOFILE))
+attempt("kill_parent", lambda: os.kill(parent, 0))
+attempt("kill_everyone", lambda: os.kill(-1, 0))
+attempt("killpg_parent", lambda: os.killpg(os.getpgid(parent), 0))
+attempt("pidfd_open_parent", lambda: os.pidfd_open(parent))
+attempt("pidfd_send_signal_via_proc", lambda: signal.pidfd_send_signal(proc_entry, 0))
+attempt("prlimit_parent", lambda: resource.prlimit(parent, resource.RLIMIT_NOFILE))
+attempt("setpriority_parent", lambda: os.setpriority(os.PRIO_PROCESS, parent, priority))
+attempt("setaffinity_parent", lambda: os.sched_setaffinity(parent, affinity))
+attempt("memfd", lambda: os.memfd_create("hidden"))
+attempt("mkfifo", lambda: os.mkfifo(folder + "/fifo"))
+attempt("mknod", lambda: os.mknod(folder + "/node"))
+attempt("socket", socket.socket)
+attempt("fork", os.fork)
+attempt("thread", lambda: threading.Thread(target=lambda: None).start())
+attempt("execv", lambda: os.execv("/bin/true", ["true"]))
+print(json.dumps(outcomes))
+"""
+EPERM_TEXT = "PermissionError: [Errno 1] Operation not permitted"
+
+
+def _run_script(script, *args, **kwargs):
+    done = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=60,
+        cwd=REPOSITORY, **kwargs,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_seccomp_filter_refuses_other_processes_new_programs_memfds_and_sockets(tmp_path):
+    outcomes = _run_script(SECCOMP_SCRIPT, tmp_path)
+    allowed = ("kill_self", "kill_own_group", "raise_in_self", "limit_self")
+    assert {name: outcomes.pop(name) for name in allowed} == dict.fromkeys(allowed, "done")
+    assert outcomes.pop("thread") == "RuntimeError: can't start new thread"
+    assert outcomes.pop("mkfifo").startswith(EPERM_TEXT) and outcomes.pop("mknod").startswith(EPERM_TEXT)
+    assert outcomes == dict.fromkeys(outcomes, EPERM_TEXT)
+    assert len(outcomes) == 12 and list(tmp_path.iterdir()) == []
+
+
+def test_seccomp_program_is_well_formed_and_refuses_unknown_machines():
+    program = seccomp.seccomp_program("x86_64", 4242)
+    assert len(program) % 8 == 0 and len(program) // 8 < 4096
+    instructions = [program[i : i + 8] for i in range(0, len(program), 8)]
+    # first: load the architecture; last: allow whatever no rule names
+    assert instructions[0] == bytes.fromhex("2000000004000000")
+    assert instructions[-1] == (0x06).to_bytes(2, "little") + b"\0\0" + (0x7FFF0000).to_bytes(4, "little")
+    assert seccomp.seccomp_program("aarch64", 4242) != program
+    with pytest.raises(ValueError, match="knows the system calls of aarch64, arm64, x86_64 only, not sparc"):
+        seccomp.seccomp_program("sparc", 4242)
+
+
+LANDLOCK_SCRIPT = ATTEMPTS + """
+import http.server
+abi, workdir, outside = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+server = socket.create_server(("127.0.0.1", 0))
+kernel = confine.Kernel()
+confine.apply_landlock(kernel, abi, workdir, confine.landlock_read_paths({"packages": []}))
+attempt("write_inside", lambda: open(workdir + "/new.txt", "w").write("ok"))
+attempt("read_inside", lambda: open(workdir + "/new.txt").read())
+attempt("read_library", lambda: open(json.__file__).read())
+attempt("write_outside", lambda: open(outside + "/victim.txt", "a").write("pwned"))
+attempt("create_outside", lambda: open(outside + "/new.txt", "w"))
+attempt("read_outside", lambda: open(outside + "/secret.txt").read())
+attempt("mkdir_outside", lambda: os.mkdir(outside + "/folder"))
+attempt("remove_outside", lambda: os.remove(outside + "/victim.txt"))
+attempt("move_out", lambda: os.rename(workdir + "/new.txt", outside + "/moved.txt"))
+attempt("connect_tcp", lambda: socket.create_connection(server.getsockname(), timeout=2))
+attempt("signal_parent", lambda: os.kill(os.getppid(), 0))
+print(json.dumps(outcomes))
+"""
+
+
+@pytest.mark.skipif(not sandbox.isolation().landlock_abi, reason="no Landlock here")
+def test_landlock_confines_writes_to_the_working_directory_and_reads_to_the_installation(tmp_path):
+    workdir, outside = tmp_path / "work", tmp_path / "outside"
+    workdir.mkdir()
+    outside.mkdir()
+    (outside / "victim.txt").write_text("original")
+    (outside / "secret.txt").write_text(SECRET_VALUE)
+    abi = sandbox.isolation().landlock_abi
+    outcomes = _run_script(LANDLOCK_SCRIPT, abi, workdir, outside)
+    assert [outcomes.pop(name) for name in ("write_inside", "read_inside", "read_library")] == ["done"] * 3
+    if abi >= 4:
+        assert outcomes.pop("connect_tcp").startswith("PermissionError: [Errno 13]")
+    if abi >= 6:
+        assert outcomes.pop("signal_parent") == EPERM_TEXT
+    refused = {name: outcome for name, outcome in outcomes.items() if name not in ("connect_tcp", "signal_parent")}
+    assert all(outcome.startswith(("PermissionError: [Errno 13]", "OSError: [Errno 18]")) for outcome in refused.values()), refused
+    assert sorted(path.name for path in outside.iterdir()) == ["secret.txt", "victim.txt"]
+    assert (outside / "victim.txt").read_text() == "original"
+
+
+def test_landlock_can_be_turned_off(monkeypatch):
+    monkeypatch.setattr(probe, "_isolation", None)
+    monkeypatch.setenv(sandbox.NO_LANDLOCK_VARIABLE, "1")
+    found = sandbox.isolation()
+    assert (found.landlock_abi, found.landlock_reason) == (0, f"turned off by {sandbox.NO_LANDLOCK_VARIABLE}")
+    result = run_code("import os\ndef f():\n    return os.getcwd()\n")
+    assert result.ok, result.error
+
+
+def test_a_child_that_cannot_set_up_landlock_makes_the_probe_go_on_without(monkeypatch, caplog):
+    monkeypatch.setattr(probe, "_isolation", None)
+    # ABI -1 handles no right at all, which landlock_create_ruleset refuses
+    monkeypatch.setattr(probe, "_landlock_abi", lambda: (-1, None))
+    with caplog.at_level("WARNING", logger="lm_eval_fin.sandbox"):
+        found = sandbox.isolation()
+    assert found.landlock_abi == 0
+    assert "ABI -1: " in found.landlock_reason and "could not set up Landlock" in found.landlock_reason
+    assert found.namespaces == NAMESPACES  # the namespaces did not depend on it
+    assert "No Landlock (ABI -1: " in caplog.text
+    assert run_code("def f():\n    return 2\n").value == "2"
+
+
+def test_gaps_are_said_plainly():
+    full = sandbox.Isolation(namespaces=("mount",), flags=1, landlock_abi=7)
+    assert sandbox.isolation_gaps(full) == []
+    bare = sandbox.Isolation(reason="not root", landlock_reason="not offered", snippet_uid=1000, own_user=True)
+    not_root, no_namespaces, no_landlock = sandbox.isolation_gaps(bare)
+    assert "cannot switch to an unprivileged user: snippets run as your own user (uid 1000)" in not_root
+    assert "refuses them signals to any other process (yours included)" in not_root
+    assert no_namespaces.startswith("No kernel namespaces (not root)")
+    assert "only the audit hook keeps snippets from writing files you own outside their folder" in no_landlock
+
+
+# --- as root without CAP_SYS_ADMIN, and as another user --------------------------------------
+
+CAPSH = shutil.which("capsh")
+
+
+@pytest.mark.skipif(not (RUNNING_AS_ROOT and CAPSH), reason="needs root and capsh")
+def test_root_without_cap_sys_admin_runs_without_namespaces_but_keeps_the_other_layers():
+    script = (
+        "import json; from lm_eval_fin import sandbox\n"
+        "found = sandbox.isolation()\n"
+        "result = sandbox.run_code('import os\\ndef f():\\n    return os.getuid()\\n')\n"
+        "print(json.dumps([found.namespaces, found.reason, found.landlock_abi, result.value]))\n"
+    )
+    environment = {name: value for name, value in os.environ.items() if name != sandbox.NO_NAMESPACES_VARIABLE}
+    done = subprocess.run(
+        [CAPSH, "--drop=cap_sys_admin", "--", "-c", 'exec "$0" "$@"', sys.executable, "-c", script],
+        capture_output=True, text=True, timeout=120, env=environment, cwd=REPOSITORY,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    namespaces, reason, landlock_abi, uid = json.loads(done.stdout)
+    assert namespaces == [] and "could not set up the namespaces: Operation not permitted (unshare)" in reason
+    assert landlock_abi == sandbox.isolation().landlock_abi and uid == "65534"
+    assert "No kernel namespaces" in done.stderr  # the warning
+
+
+OTHER_USER_SCRIPT = """
+import json, os, sys
+from lm_eval_fin import sandbox
+
+home = sys.argv[1]
+rebuilt = "import _imp, importlib.machinery as m\\nposix = _imp.create_builtin(m.ModuleSpec('posix', None))\\n"
+attacks = {
+    "whoami": "import os\\ndef f():\\n    return os.getuid()\\n",
+    "kill_evaluator": "import os\\ndef f():\\n    os.kill(os.getppid(), 9)\\n",
+    "pidfd_kill_evaluator": rebuilt + "_signal = _imp.create_builtin(m.ModuleSpec('_signal', None))\\n"
+        "import os\\ndef f():\\n    _signal.pidfd_send_signal(posix.pidfd_open(os.getppid()), 9)\\n",
+    "mkfifo_in_home": rebuilt + f"def f():\\n    posix.mkfifo({home!r} + '/fifo')\\n",
+    "write_in_home": f"def f():\\n    open({home!r} + '/new.txt', 'w')\\n",
+    "read_in_home": f"def f():\\n    return open({home!r} + '/secret.txt').read()\\n",
+    "limit_evaluator": "import os, resource\\ndef f():\\n    resource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (0, 0))\\n",
+}
+results = sandbox.run_codes(list(attacks.values()), workers=2)
+found = sandbox.isolation()
+print(json.dumps({
+    "uid": os.getuid(),
+    "isolation": [found.namespaces, found.landlock_abi, found.snippet_uid, found.own_user],
+    "results": {name: [r.ok, r.value, r.error, r.category] for name, r in zip(attacks, results)},
+}))
+"""
+
+
+def _interpreter_for(uid: int):
+    """A Python that ``uid`` may run and that imports this checkout (ours may live where
+    other users cannot read, as under /root here), or None."""
+    for candidate in dict.fromkeys([sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"]):
+        try:
+            probe = subprocess.run(
+                [candidate, "-c", "import sys; assert sys.version_info >= (3, 10); import lm_eval_fin.sandbox"],
+                user=uid, group=uid, extra_groups=[], env={"PYTHONPATH": str(REPOSITORY)},
+                capture_output=True, timeout=60, cwd=REPOSITORY,
+            )  # fmt: skip
+        except OSError:  # missing, or not executable by that user
+            continue
+        if probe.returncode == 0:
+            return candidate
+    return None
+
+
+@pytest.mark.skipif(not RUNNING_AS_ROOT, reason="needs root to become another user")
+def test_as_a_non_root_user_snippets_cannot_touch_that_user_s_processes_or_files(tmp_path):
+    uid = sandbox.UNPRIVILEGED_UID
+    interpreter = _interpreter_for(uid)
+    if interpreter is None:
+        pytest.skip(f"no Python here that uid {uid} may run with this checkout")
+    home = tmp_path / "home"
+    home.mkdir(mode=0o700)
+    (home / "secret.txt").write_text(SECRET_VALUE)
+    for path in (home, home / "secret.txt"):
+        os.chown(path, uid, uid)
+    tmp_path.chmod(0o755)
+    done = subprocess.run(
+        [interpreter, "-c", OTHER_USER_SCRIPT, str(home)],
+        user=uid, group=uid, extra_groups=[], capture_output=True, text=True, timeout=300, cwd=REPOSITORY,
+        env={"PYTHONPATH": str(REPOSITORY), "HOME": str(home),
+             **{name: os.environ[name] for name in (sandbox.NO_LANDLOCK_VARIABLE,) if name in os.environ}},
+    )  # fmt: skip
+    # a kill that got through would have ended the evaluator: no report, a negative status
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["uid"] == uid and report["isolation"][0] == [] and report["isolation"][2:] == [uid, True]
+    assert report["isolation"][1] == sandbox.isolation().landlock_abi  # Landlock needs no root
+    assert "snippets run as your own user (uid 65534)" in done.stderr  # the warning says so
+    results = report["results"]
+    assert results.pop("whoami")[:2] == [True, str(uid)]  # the same user: nothing to drop to
+    assert results["kill_evaluator"][2].startswith("PermissionError: sandbox: os.kill is not allowed")
+    for name in ("pidfd_kill_evaluator", "mkfifo_in_home"):
+        assert results[name][2].startswith(EPERM_TEXT), results[name]  # the seccomp filter
+    assert "is not allowed (only inside the working directory)" in results["write_in_home"][2]
+    assert "reading" in results["read_in_home"][2] and SECRET_VALUE not in json.dumps(results)
+    assert "resource.prlimit is not allowed" in results["limit_evaluator"][2]
+    assert all(not ok for ok, *_ in results.values())
+    assert sorted(path.name for path in home.iterdir()) == ["secret.txt"]

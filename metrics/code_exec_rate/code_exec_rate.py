@@ -19,10 +19,13 @@ _DESCRIPTION = """\
 FinLFQA asks a model to back each computed value in its answer with a Python function. The
 code execution rate is the share of those snippets that run: the snippet defines a function,
 the function (the last one that needs no arguments, if several) is called with no arguments
-and returns a value other than None (not a generator or coroutine), within the time and resource limits. It is a micro average over all
-snippets of all examples. Every snippet runs in its own fresh, locked-down child process
-(lm_eval_fin.sandbox): no network, no writes outside a temporary folder, no new processes,
-an empty environment, limits on time, CPU, memory, file size and output.
+and returns a value other than None (not a generator or coroutine), within the time and
+resource limits. It is a micro average over all snippets of all examples. Beside it, the
+share of snippets that failed in each way (code_missing_arguments, code_none_result,
+code_syntax, ...), for comparison with the paper's error analysis. Every snippet runs in its
+own fresh, locked-down child process (lm_eval_fin.sandbox) with the standard library, numpy
+and pandas: no network, no writes outside a temporary folder, no new processes, limits on
+time, CPU, memory, file size and output.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -40,22 +43,42 @@ Returns:
         (read it with n_snippets).
     n_snippets: number of snippets.
     n_ok: number of snippets that ran.
+    code_<category>: share of all snippets that failed in that way, one key per category
+        (code_syntax, code_no_function, code_missing_arguments, code_exception,
+        code_none_result, code_generator, code_refused, code_resource, code_timeout; see
+        lm_eval_fin.sandbox.ExecResult); with code_exec_rate they add up to 1 (all 0.0
+        when there are no snippets).
 Examples:
+    Three snippets: one runs, one needs arguments it is not given, one defines no function.
+
     >>> code_exec_rate = evaluate.load(metric_path("code_exec_rate"))
     >>> snippets = [
     ...     ["def growth():\\n    return (150 - 120) / 120"],
     ...     ["def growth(current, previous):\\n    return current / previous - 1", "x = 1"],
     ... ]
-    >>> code_exec_rate.compute(predictions=snippets, confirm_run_unsafe_code=True)
-    {'code_exec_rate': 0.3333333333333333, 'n_snippets': 3, 'n_ok': 1}
+    >>> results = code_exec_rate.compute(predictions=snippets, confirm_run_unsafe_code=True)
+    >>> results["code_exec_rate"], results["n_snippets"], results["n_ok"]
+    (0.3333333333333333, 3, 1)
+    >>> {name: round(results[name], 4) for name in sandbox.failure_categories([]) if results[name]}
+    {'code_no_function': 0.3333, 'code_missing_arguments': 0.3333}
+
+    numpy and pandas are there; writing outside the snippet's folder is refused.
+
+    >>> pandas_code = "import pandas as pd\\ndef f():\\n    return float(pd.Series([1.5, 2.5]).mean())"
+    >>> writes_outside = "def g():\\n    return open('/tmp/x', 'w')"
+    >>> results = code_exec_rate.compute(predictions=[[pandas_code, writes_outside]], confirm_run_unsafe_code=True)
+    >>> results["code_exec_rate"], results["code_refused"]
+    (0.5, 0.5)
 """
 
 _WARNING = """
 The "code_exec_rate" metric runs untrusted, model-written Python code. It runs each snippet
 in a locked-down child process (see lm_eval_fin.sandbox for what that does and does not
-stop); run it as root, so that the child can drop to an unprivileged user, or inside a
-container. Once you have read this, pass confirm_run_unsafe_code=True to compute(), or set
-the environment variable HF_ALLOW_CODE_EVAL="1".
+stop). Run as root, the child switches to an unprivileged user (uid 65534); run as another
+user, snippets run as that same user, held by the seccomp filter, Landlock (where the kernel
+has it) and an audit hook only: prefer root in a container. Once you have read this, pass
+confirm_run_unsafe_code=True to compute(), or set the environment variable
+HF_ALLOW_CODE_EVAL="1".
 """
 
 
@@ -93,4 +116,5 @@ class CodeExecRate(evaluate.Metric):
             "code_exec_rate": sandbox.code_exec_rate(results),
             "n_snippets": len(results),
             "n_ok": sum(result.ok for result in results),
+            **sandbox.failure_categories(results),
         }

@@ -108,12 +108,7 @@ def code_metrics(snippets: Sequence[str], failure_metrics: Sequence[str]) -> dic
         )
         return {"code_exec_rate": math.nan, **missing}
     logger.info("FinLFQA code execution: %d of %d snippets ran", sum(r.ok for r in results), len(results))
-    # TODO(merge): the sandbox gains failure_categories on its own branch; drop this guard then
-    categorise = getattr(sandbox, "failure_categories", None)
-    if categorise is None:
-        logger.warning("FinLFQA: this sandbox does not sort failures into categories; code_<category> are NaN")
-        return {"code_exec_rate": sandbox.code_exec_rate(results), **missing}
-    shares = categorise(results)
+    shares = sandbox.failure_categories(results)
     return {"code_exec_rate": sandbox.code_exec_rate(results), **{n: shares.get(n, math.nan) for n in failure_metrics}}
 
 

@@ -12,7 +12,8 @@ import argparse
 import importlib
 import sys
 
-from lm_eval_fin import __version__, paths
+from lm_eval_fin import __version__, exit_status, paths
+from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.options import add_judge_arguments
 
 # subcommand -> (module with add_arguments(parser) and main(args[, benchmarks]), summary)
@@ -92,12 +93,28 @@ def main(argv: list[str] | None = None) -> int:
         from lm_eval_fin.harness.demo import run_demo
 
         return run_demo(args.output_path, args.limit, all_benchmarks())
-    module = importlib.import_module(args._module)
-    if args.command in _WITH_BENCHMARKS:
-        from lm_eval_fin.benchmarks import all_benchmarks
+    return run_subcommand(args)
 
-        return int(module.main(args, all_benchmarks()) or 0)
-    return int(module.main(args) or 0)
+
+def run_subcommand(args: argparse.Namespace) -> int:
+    """A subcommand of :data:`_SUBCOMMANDS`. A judge that is misconfigured or whose cache is
+    unusable ends the command with one line that names the fix, never a traceback: no retry
+    or re-run can help until the user changes something."""
+    from lm_eval_fin.judge import JudgeCacheError, JudgeConfigError, JudgeSpecError
+
+    module = importlib.import_module(args._module)
+    try:
+        if args.command in _WITH_BENCHMARKS:
+            from lm_eval_fin.benchmarks import all_benchmarks
+
+            return int(module.main(args, all_benchmarks()) or 0)
+        return int(module.main(args) or 0)
+    except (JudgeSpecError, JudgeConfigError) as exc:
+        print(f"lm-eval-fin {args.command}: error: {one_line(exc, 600)}", file=sys.stderr)
+        return exit_status.USAGE
+    except JudgeCacheError as exc:
+        print(f"lm-eval-fin {args.command}: error: {one_line(exc, 600)}", file=sys.stderr)
+        return exit_status.JUDGE_CACHE
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from lm_eval_fin import hub
 from lm_eval_fin.cleantext import read_answer
 from lm_eval_fin.prf import f1
 
@@ -136,6 +137,19 @@ def resolve_bertscore_model(name: str | None) -> str | None:
     return path
 
 
+def bertscore_model_problem(name: str | None) -> str | None:
+    """Why the BERTScore model ``name`` (None: the default) cannot be loaded here, naming the
+    way out; None when it can."""
+    try:
+        model = resolve_bertscore_model(name) or DEFAULT_BERTSCORE_MODEL
+    except ValueError as exc:
+        return str(exc)
+    problem = hub.model_problem(model)
+    if problem is None:
+        return None
+    return f"BERTScore: {problem}; use bertscore_model 'offline' (the packaged MiniLM) or a local model folder"
+
+
 def _layer_count(model: str) -> int:
     """bert-score's tuned layer for the models in its table; otherwise the model's last layer
     (bert-score's table has no entry for a local folder and would raise a bare KeyError)."""
@@ -166,6 +180,11 @@ def load_bert_scorer(model: str | None = None, batch_size: int = 16):
     (with a warning naming the model) when it cannot be loaded."""
     model = model or DEFAULT_BERTSCORE_MODEL
     if model in _UNLOADABLE:
+        return None
+    problem = bertscore_model_problem(model)
+    if problem is not None:  # fail fast: no minute of hub retries on an offline machine
+        _UNLOADABLE.add(model)
+        logger.warning("%s; BERTScore is reported as missing", problem)
         return None
     try:
         return _bert_scorer(resolve_bertscore_model(model), batch_size)

@@ -71,7 +71,7 @@ MISSING_MODEL = ["--model", "hf", "--model_args", "pretrained=/nonexistent/model
         (["--judge-timout", "3"], "unrecognised option --judge-timout; did you mean --judge-timeout?"),
         (["--include_path", "/elsewhere"], "sets --include_path itself"),
         (["--tasks", "fin_lfq"], "no task 'fin_lfq'; did you mean 'fin_lfqa'?"),
-        (["--tasks", "fin_ems", "--metadata", '{"data_path": "/nonexistent/ems"}'],
+        (["--tasks", "fin_ems", "--metadata", '{"data_path": "/nonexistent/ems", "bertscore_model": "offline"}'],
          "data_path '/nonexistent/ems' does not exist; expected a dataset made by `lm-eval-fin build earnings-call`"),
         (["--tasks", "fin_ems", "--metadata", '{"judge": "gpt-4o", "data_path": "DEMO"}'],
          "fin_ems: metadata judge: bad judge spec 'gpt-4o'"),
@@ -99,7 +99,7 @@ def test_run_names_the_broken_line_of_a_data_file(tmp_path):
     bad_record = tmp_path / "ems.jsonl"
     bad_record.write_text(json.dumps({"id": "x", "question": "q", "transcript": "t", "reference": 3}) + "\n")
     out = lm_eval_fin("run", *MISSING_MODEL, "--tasks", "fin_ems", "--metadata",
-                      json.dumps({"data_path": str(bad_record)}), cwd=tmp_path)
+                      json.dumps({"data_path": str(bad_record), "bertscore_model": "offline"}), cwd=tmp_path)
     assert out.returncode == 2 and "record 1: reference is a int, not text" in out.stderr
 
 

@@ -90,8 +90,7 @@ def test_run_hands_its_judge_flags_to_the_harness(tmp_path, judge_cache):
                 BIN / "lm-eval-fin", "run", "--model", "dummy", "--tasks", "fin_lfqa",
                 "--judge", f"openai:{server.base_url}#judge-model", "--judge-seed", "5",
                 "--confirm_run_unsafe_code",
-                # no BERTScore model (NaN with a warning): this test is about the judge
-                "--metadata", json.dumps({"data_path": str(data), "bertscore_model": str(tmp_path / "no-model")}),
+                "--metadata", json.dumps({"data_path": str(data), "bertscore_model": "offline"}),
                 "--output_path", str(tmp_path / "out"),
             ],
             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600,

@@ -358,7 +358,12 @@ def test_bertscore_aggregation_names_its_model(caplog):
     with caplog.at_level(logging.INFO):
         assert corpus_metric(items) == pytest.approx(1.0, abs=1e-4)
     assert "all_minilm_l6_v2" in caplog.text
-    missing = with_settings(data.to_document(hub_record(), index_base=0), bertscore_model="/nonexistent/model")
+    # a model that is not here fails when the dataset loads, before generation...
+    with pytest.raises(SettingsError, match="no model folder '/nonexistent/model'.*'offline'"):
+        with_settings(doc, bertscore_model="/nonexistent/model")
+    # ...and one that went missing after that is NaN at aggregation, never a crash
+    settings = json.loads(doc["settings"])
+    missing = dict(doc, settings=json.dumps({**settings, "values": {**settings["values"], "bertscore_model": "/gone"}}))
     assert math.isnan(corpus_metric(items_of([(missing, "x")], "bertscore_f1")))
 
 

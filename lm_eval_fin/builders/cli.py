@@ -1,11 +1,11 @@
 """``lm-eval-fin build earnings-call``: make the fin_ems dataset.
 
-    lm-eval-fin build earnings-call --output data/ems \\
+    lm-eval-fin build earnings-call --output_path data/ems \\
         --judge vllm:Qwen/Qwen2.5-7B-Instruct                 # all three roles
     lm-eval-fin build earnings-call --source ./transcripts --tickers AAPL,MSFT \\
         --answerer-a openai:http://127.0.0.1:8000/v1#model-a \\
         --answerer-b openai:http://127.0.0.1:8001/v1#model-b \\
-        --consolidator openai:http://127.0.0.1:8000/v1#model-a --output data/ems
+        --consolidator openai:http://127.0.0.1:8000/v1#model-a --output_path data/ems
 
 The judge options (``--judge-max-tokens`` ...) apply to all three roles. With one spec for
 both answerers (``--judge`` alone) both answers come from one model: the build warns, and
@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 
+from lm_eval_fin import exit_status
 from lm_eval_fin.benchmarks.fin_ems.data import write_dataset
 from lm_eval_fin.builders import earnings_call as ec
 
@@ -28,7 +29,8 @@ DATASETS = ("earnings-call",)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("dataset", choices=DATASETS, help="the dataset to build")
-    parser.add_argument("--output", required=True, help="output folder (JSONL + save_to_disk folder)")
+    parser.add_argument("--output_path", "--output", required=True,
+                        help="output folder (JSONL + save_to_disk folder; --output is an alias)")
     parser.add_argument(
         "--source",
         default="hub",
@@ -70,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from lm_eval_fin.judge import load_judge
+    from lm_eval_fin.judge import load_judge, parse_spec
     from lm_eval_fin.judge.options import options_from_args
 
     roles = {
@@ -81,11 +83,13 @@ def main(args: argparse.Namespace) -> int:
     unset = [name for name, spec in roles.items() if not spec]
     if unset:
         print(
-            f"error: no judge for {', '.join(unset)}: pass --judge (or $LM_EVAL_FIN_JUDGE) or "
+            f"lm-eval-fin build: error: no judge for {', '.join(unset)}: pass --judge (or $LM_EVAL_FIN_JUDGE) or "
             "--answerer-a/--answerer-b/--consolidator",
             file=sys.stderr,
         )
-        return 2
+        return exit_status.USAGE
+    for spec in dict.fromkeys(roles.values()):
+        parse_spec(spec)  # a bad spec ends the command here (one line), before any transcript is read
     try:
         tickers = [t.strip().upper() for t in args.tickers.split(",") if t.strip()]
         year, quarter = ec.parse_quarter(args.quarter)
@@ -94,15 +98,15 @@ def main(args: argparse.Namespace) -> int:
         transcripts, source = ec.transcripts_from_source(args.source, tickers, args.revision)
         selected = ec.select_transcripts(transcripts, tickers, window)
     except ec.BuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        print(f"lm-eval-fin build: error: {exc}", file=sys.stderr)
+        return exit_status.USAGE
     if not selected:
         print(
-            f"error: no call of {', '.join(tickers)} held {window[0]}..{window[1]} "
+            f"lm-eval-fin build: error: no call of {', '.join(tickers)} held {window[0]}..{window[1]} "
             f"({args.quarter_basis} basis of {year}Q{quarter}) in {source}",
             file=sys.stderr,
         )
-        return 1
+        return exit_status.USAGE
 
     # One judge per distinct spec: a model serving two roles is loaded once.
     options = options_from_args(args)
@@ -116,9 +120,9 @@ def main(args: argparse.Namespace) -> int:
         source,
     )
     if not report.records:
-        print("error: no reference could be made (every judge call failed)", file=sys.stderr)
-        return 1
-    jsonl, disk = write_dataset(report.records, args.output)
+        print("lm-eval-fin build: error: no reference could be made (every judge call failed)", file=sys.stderr)
+        return exit_status.INCOMPLETE
+    jsonl, disk = write_dataset(report.records, args.output_path)
     summary = {
         "calls_held": f"{window[0]}..{window[1]} ({args.quarter_basis} basis of {year}Q{quarter})",
         "transcripts": [f"{t.ticker} {t.call_date}" for t in selected],
@@ -130,7 +134,7 @@ def main(args: argparse.Namespace) -> int:
     }
     print(json.dumps(summary, indent=2))
     print(
-        f'run it: lm-eval-fin run --tasks fin_ems --metadata \'{{"data_path": "{args.output}"}}\' ...',
+        f'run it: lm-eval-fin run --tasks fin_ems --metadata \'{{"data_path": "{args.output_path}"}}\' ...',
         file=sys.stderr,
     )
     return 0

@@ -44,7 +44,7 @@ class Benchmark:
         documents carried them)."""
         if isinstance(doc.get("settings"), str):
             return RunSettings.from_json(doc["settings"])
-        return self.read_settings(self.name, {"judge": "none"})
+        return read_settings(self.name, {"judge": "none"}, self.settings, usable_here=False)
 
 
 def benchmark_of(task: str, benchmarks: Sequence[Benchmark]) -> Benchmark | None:

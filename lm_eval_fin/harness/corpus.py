@@ -32,7 +32,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.harness.settings import RunSettings
+from lm_eval_fin.judge import JudgeCacheError, JudgeConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -150,6 +152,12 @@ def run_with_judge(settings: RunSettings, work: Callable[[Any], R]) -> R:
         raise JudgeUnavailable(f"judge setup: {exc}") from exc
     try:
         return work(judge)
+    except (JudgeConfigError, JudgeCacheError) as exc:  # its message is the whole story: no traceback
+        logger.warning(
+            "%s: %s; the judged metrics are NaN. Once that is fixed, re-score the logged samples with "
+            "`lm-eval-fin score <output dir>`.", settings.task, one_line(exc, 600),
+        )
+        raise JudgeUnavailable(one_line(exc, 600)) from exc
     except Exception as exc:  # noqa: BLE001 - a backend failing for good must not discard the generations
         logger.exception(
             "%s: judge %s failed; its metrics are NaN. Re-score the logged samples with `lm-eval-fin score`.",

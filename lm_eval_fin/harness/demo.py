@@ -3,8 +3,10 @@
 The embedded model (SmolLM2-135M-Instruct on CPU) answers; fin_ems is scored by the offline
 EMS (no judge) and fin_lfqa without its judge, both with the packaged MiniLM as BERTScore
 model. One harness run per benchmark (each reads its own ``data_path``), each saving its
-results and samples under ``<output_path>/<benchmark>/``; the demo ends with a summary: what
-ran, how long, the headline figures and where everything is.
+results and samples under ``<output_path>/<benchmark>/``; the demo ends with a summary (what
+ran, how long, the headline figures, where everything is) and the report of the three runs
+(``lm-eval-fin report``: one HTML page with every answer, a Markdown and a CSV leaderboard)
+under ``<output_path>/report/``.
 """
 
 from __future__ import annotations
@@ -90,5 +92,9 @@ def run_demo(output_path: str, limit: int | None, benchmarks: Sequence[Benchmark
         seconds[benchmark] = time.perf_counter() - started
         if status:
             return status
+    from lm_eval_fin.report import write_report
+
+    page = write_report([Path(output_path) / benchmark for benchmark in seconds], Path(output_path) / "report")
     print(summary(Path(output_path), seconds))
+    print(f"  report: {page} (open it in a browser; leaderboard.md and leaderboard.csv beside it)")
     return 0

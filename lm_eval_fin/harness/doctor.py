@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lm_eval_fin import __version__, paths
+from lm_eval_fin import __version__, exit_status, paths
 
 
 @dataclass(frozen=True)
@@ -129,28 +129,17 @@ def check_hub() -> Check:
 
 def check_judge(spec: str) -> Check:
     from lm_eval_fin.judge import JudgeSpecError, parse_spec
+    from lm_eval_fin.judge.preflight import judge_problem
 
     try:
         parsed = parse_spec(spec)
     except JudgeSpecError as exc:
         return Check("judge", False, str(exc), needed=True)
-    if parsed.backend == "openai":
-        import json
-        import urllib.request
-
-        try:
-            with urllib.request.urlopen(f"{parsed.base_url}/models", timeout=5) as answer:
-                served = [m.get("id") for m in json.loads(answer.read()).get("data", [])]
-        except Exception as exc:  # noqa: BLE001 - any failure to reach it is the answer
-            return Check("judge", False, f"{spec}: {parsed.base_url} not reachable ({exc})", needed=True)
-        if served and parsed.model not in served:
-            return Check("judge", False, f"{spec}: the server has no model {parsed.model!r}; it serves {served}", True)
-        return Check("judge", True, f"{spec}: reachable, serves {parsed.model!r}")
-    if parsed.backend == "vllm":
-        found = importlib.util.find_spec("vllm") is not None
-        return Check("judge", found, f"{spec}: " + ("vllm importable" if found else "vllm is not installed"), True)
-    local = os.path.isdir(parsed.model)
-    return Check("judge", True, f"{spec}: transformers, {'local folder' if local else 'hub id (loaded on first use)'}")
+    problem = judge_problem(parsed)
+    if problem is not None:
+        return Check("judge", False, problem, needed=True)
+    where = {"openai": f"{parsed.base_url} serves {parsed.model!r}", "vllm": "vllm importable, model found"}
+    return Check("judge", True, f"{parsed}: {where.get(parsed.backend, 'transformers, model found')}")
 
 
 CHECKS: tuple[Callable[[], Check], ...] = (
@@ -171,4 +160,4 @@ def main(args: argparse.Namespace) -> int:
         mark = "ok  " if check.ok else ("FAIL" if check.needed else "--  ")
         print(f"{mark} {check.name:<{width}}  {check.detail}")
     sys.stdout.flush()
-    return 1 if any(check.needed and not check.ok for check in checks) else 0
+    return exit_status.INCOMPLETE if any(check.needed and not check.ok for check in checks) else exit_status.OK

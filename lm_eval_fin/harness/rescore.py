@@ -50,6 +50,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lm_eval_fin import exit_status
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.harness.samples import SamplesError, SamplesFile, find_samples_files, read_samples
@@ -57,7 +58,6 @@ from lm_eval_fin.harness.samples import SamplesError, SamplesFile, find_samples_
 logger = logging.getLogger(__name__)
 
 # exit status when every input was fine but some judge requests failed for good
-JUDGE_FAILED_STATUS = 1
 
 
 class ScoreError(Exception):
@@ -161,13 +161,21 @@ def main(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
         return _score(args, [b for b in benchmarks if b.rescore is not None])
     except (ScoreError, SamplesError) as exc:
         print(f"lm-eval-fin score: error: {exc}", file=sys.stderr)
-        return 2
+        return exit_status.USAGE
 
 
 def _score(args: argparse.Namespace, judged: list[Benchmark]) -> int:
     from lm_eval_fin.judge import load_judge
     from lm_eval_fin.judge.options import JUDGE_ENV, options_from_args
 
+    # the judge first: a bad spec or option is known before any file is read
+    try:
+        options = options_from_args(args)
+        judge = load_judge(args.judge, options)
+    except ValueError as exc:  # a JudgeSpecError, or a bad $LM_EVAL_FIN_JUDGE_OPTIONS
+        raise ScoreError(str(exc)) from exc
+    if judge is None:
+        raise ScoreError(f"no judge configured: pass --judge <spec> or set ${JUDGE_ENV}")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     files = find_samples_files(args.path, tasks)
     scorable = [f for f in files if benchmark_of(f.task, judged)]
@@ -178,13 +186,6 @@ def _score(args: argparse.Namespace, judged: list[Benchmark]) -> int:
         found = ", ".join(sorted({f.task for f in files}))
         raise ScoreError(f"none of the tasks found ({found}) has judge metrics; tasks with judge metrics: {known}")
 
-    try:
-        options = options_from_args(args)
-        judge = load_judge(args.judge, options)
-    except ValueError as exc:  # a JudgeSpecError, or a bad $LM_EVAL_FIN_JUDGE_OPTIONS
-        raise ScoreError(str(exc)) from exc
-    if judge is None:
-        raise ScoreError(f"no judge configured: pass --judge <spec> or set ${JUDGE_ENV}")
 
     for f in files:
         if f not in scorable:
@@ -207,7 +208,7 @@ def _score(args: argparse.Namespace, judged: list[Benchmark]) -> int:
             "reachable: it resumes from the judge cache and sends only the failed requests.",
             file=sys.stderr,
         )
-        return JUDGE_FAILED_STATUS
+        return exit_status.INCOMPLETE
     return 0
 
 

@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
-from lm_eval_fin import paths
+from lm_eval_fin import exit_status, paths
 from lm_eval_fin.harness import corpus, outputs, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.judge.options import (
@@ -34,8 +34,6 @@ from lm_eval_fin.judge.options import (
     options_from_env,
 )
 
-JUDGE_FAILED_STATUS = 1
-USAGE_STATUS = 2
 PROG = "lm-eval-fin run"
 
 
@@ -128,11 +126,15 @@ def environment_set(environment: Mapping[str, str]) -> Iterator[None]:
 
 def check_tasks(tasks: Sequence[str], metadata: Mapping, benchmarks: Sequence[Benchmark]) -> None:
     """Every task of ours that ``tasks`` names (groups expanded), checked as its dataset will
-    load: the user's metadata keys, its settings (judge included) and its data. Names that
-    are not ours are lm-eval's business; a ``fin_`` name that is no task of ours is a typo."""
+    load: the user's metadata keys, its settings (judge included) and its data; then each judge
+    a judged task will use, once (:mod:`lm_eval_fin.judge.preflight`). Names that are not ours
+    are lm-eval's business; a ``fin_`` name that is no task of ours is a typo."""
     from lm_eval_fin.harness.settings import check_user_metadata
+    from lm_eval_fin.judge import parse_spec
+    from lm_eval_fin.judge.preflight import judge_problem
 
     ours = taskfiles.names()
+    judges: set[str] = set()
     for name in tasks:
         if name.startswith("fin_") and name not in ours:
             close = difflib.get_close_matches(name, ours, n=1)
@@ -150,6 +152,12 @@ def check_tasks(tasks: Sequence[str], metadata: Mapping, benchmarks: Sequence[Be
                     benchmark.check_data(task, settings)
             except (ValueError, OSError, RuntimeError) as exc:
                 raise RunError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
+            if benchmark.rescore is not None and settings.judge:
+                judges.add(settings.judge)
+    for spec in sorted(judges):
+        problem = judge_problem(parse_spec(spec))
+        if problem is not None:
+            raise RunError(problem)
 
 
 def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
@@ -166,7 +174,7 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
             check_tasks(lm_args.tasks or [], lm_args.metadata or {}, benchmarks)
     except RunError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return USAGE_STATUS
+        return exit_status.USAGE
     if not os.environ.get(outputs.DETAILS_ENV):
         outputs.set_details_dir_from_argv(args, environment)
     from lm_eval.__main__ import cli_evaluate
@@ -189,4 +197,4 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
             "the results leave them out. Run the same command again to resume from the judge cache.",
             file=sys.stderr,
         )
-    return JUDGE_FAILED_STATUS if failures else 0
+    return exit_status.INCOMPLETE if failures else exit_status.OK

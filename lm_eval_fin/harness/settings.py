@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lm_eval_fin import textsim
 from lm_eval_fin.judge.options import (
     JUDGE_ENV,
     JudgeOptions,
@@ -55,12 +56,15 @@ class SettingsError(ValueError):
 @dataclass(frozen=True)
 class Setting:
     """One metadata key a benchmark reads: its default and the check that converts a given
-    value (raising ValueError with what is expected)."""
+    value (raising ValueError with what is expected). ``problem``, where given, says why the
+    checked value cannot be used on this machine (a model that is not here), or None: asked
+    before a run, not when logged settings are read back for re-scoring."""
 
     name: str
     default: Any
     check: Callable[[Any], Any]
     help: str
+    problem: Callable[[Any], str | None] | None = None
 
 
 def positive_int(value: Any) -> int:
@@ -89,6 +93,13 @@ def text(value: Any) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"expected a non-empty string, got {value!r}")
     return value.strip()
+
+
+def bertscore_setting(default: str) -> Setting:
+    """``bertscore_model`` (hub id, folder or ``offline``), which must be loadable here: known
+    when the dataset loads, so an offline machine learns it before generation, not after."""
+    return Setting("bertscore_model", default, text, "BERTScore model: hub id, folder, or 'offline'",
+                   problem=textsim.bertscore_model_problem)
 
 
 MAX_ATTEMPTS = 3  # asks per judge request: the first and two re-asks of unreadable answers
@@ -157,9 +168,12 @@ def known_keys(settings: Sequence[Setting]) -> list[str]:
     return ["data_path", "judge", "judge_options", *(s.name for s in (*COMMON_SETTINGS, *settings))]
 
 
-def read_settings(task: str, metadata: Mapping[str, Any], settings: Sequence[Setting] = ()) -> RunSettings:
+def read_settings(
+    task: str, metadata: Mapping[str, Any], settings: Sequence[Setting] = (), usable_here: bool = True
+) -> RunSettings:
     """The checked settings of ``task`` from lm-eval's ``metadata`` (see the module docstring);
-    :class:`SettingsError` names the key, what it got and what it expects."""
+    :class:`SettingsError` names the key, what it got and what it expects, or (``usable_here``)
+    why a value cannot be used on this machine."""
     check_typos(metadata, task, known_keys(settings))
     values = {}
     for setting in (*COMMON_SETTINGS, *settings):
@@ -168,6 +182,9 @@ def read_settings(task: str, metadata: Mapping[str, Any], settings: Sequence[Set
             values[setting.name] = setting.check(value)
         except ValueError as exc:
             raise SettingsError(f"{task}: metadata {setting.name}: {exc}") from None
+        problem = setting.problem(values[setting.name]) if usable_here and setting.problem else None
+        if problem is not None:
+            raise SettingsError(f"{task}: metadata {setting.name}: {problem}")
     return RunSettings(task, judge_spec(metadata, task), judge_options(metadata, task), values)
 
 

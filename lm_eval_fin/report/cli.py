@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lm_eval_fin import exit_status
 from lm_eval_fin.report import stats
 from lm_eval_fin.report.build import DEFAULT_TITLE, write_report_files
 from lm_eval_fin.report.leaderboard import Settings
@@ -37,11 +38,11 @@ def main(args: argparse.Namespace) -> int:
     if len(args.name) > len(args.results_dirs):
         print(f"lm-eval-fin report: error: {len(args.name)} --name for {len(args.results_dirs)} RESULTS_DIR",
               file=sys.stderr)
-        return 2
+        return exit_status.USAGE
     for flag in ("bootstrap_iters", "permutation_iters"):
         if getattr(args, flag) < 1:
             print(f"lm-eval-fin report: error: --{flag} must be at least 1", file=sys.stderr)
-            return 2
+            return exit_status.USAGE
     settings = Settings(bootstrap_resamples=args.bootstrap_iters, permutation_resamples=args.permutation_iters,
                         seed=args.seed)
     report = write_report_files(args.results_dirs, args.output_path, args.name, args.title, settings,
@@ -53,5 +54,5 @@ def main(args: argparse.Namespace) -> int:
     print(f"report of {runs} run{'s' if runs != 1 else ''} in {len(board.rows)} rows "
           f"({report.seconds:.1f} s): {report.files['index.html']}")
     if not board.rows:
-        return 2
-    return 1 if board.unreadable else 0
+        return exit_status.USAGE
+    return exit_status.INCOMPLETE if board.unreadable else exit_status.OK

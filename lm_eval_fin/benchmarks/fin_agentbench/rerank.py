@@ -1,7 +1,7 @@
 """``lm-eval-fin rerank``: FinCARDS on a FinAgentBench chunk-ranking file.
 
     lm-eval-fin rerank --data chunk_ranking_kaggle_dev.jsonl --judge vllm:Qwen/Qwen2.5-7B-Instruct \\
-        --variant all --out run.jsonl
+        --variant all --output_path run.jsonl
 
 Keeps the queries on 10-K and 10-Q filings (``--doc-types``, the paper's setting; how a
 record's type is read: :mod:`lm_eval_fin.rerank.doctype`), runs the variants, writes one JSON
@@ -34,6 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from lm_eval_fin import exit_status
 from lm_eval_fin.benchmarks.fin_agentbench.data import ChallengeFormatError, load_records
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import parse_challenge_prompt, prompt_text
 from lm_eval_fin.judge import load_judge
@@ -71,7 +72,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"keep queries on these filing types, comma-separated ({', '.join(doctype.FORMS)}), or 'all'; "
         f"queries whose type cannot be read are kept and counted (default: {PAPER_DOC_TYPES}, the paper's setting)",
     )
-    parser.add_argument("--out", default=None, help="write rankings, scores, costs and audit traces here (JSONL)")
+    parser.add_argument("--output_path", "--out", default=None,
+                        help="write rankings, scores, costs and audit traces here (JSONL; --out is an alias)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the stage-3 regrouping (default: 0)")
     parser.add_argument("--k", type=int, default=10, help="metric cutoff and stage-3 top-k (default: 10)")
     parser.add_argument("--limit", type=int, default=None, help="only the first N queries (after --doc-types)")
@@ -318,20 +320,20 @@ def main(args: argparse.Namespace) -> int:
         records = load_records(args.data, kind="chunk")
     except (ChallengeFormatError, FileNotFoundError) as exc:
         print(f"lm-eval-fin rerank: {exc}", file=sys.stderr)
-        return 2
+        return exit_status.USAGE
     for name in ("k", "max_attempts", "llm_chunk_chars", "llm_prompt_chars", "raw_chars", "rounds"):
         if getattr(args, name) < 1:
             print(f"lm-eval-fin rerank: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
-            return 2
+            return exit_status.USAGE
     if args.limit is not None and args.limit < 1:
         print("lm-eval-fin rerank: --limit must be at least 1", file=sys.stderr)
-        return 2
+        return exit_status.USAGE
     every = queries_from_records(records)
     queries, types = select_doc_types(every, args.doc_types)
     queries = queries[: args.limit]
     if not queries:
         print(f"lm-eval-fin rerank: no query left: {doc_type_line(types, len(every))}", file=sys.stderr)
-        return 2
+        return exit_status.USAGE
     variants = VARIANTS if args.variant == "all" else (args.variant,)
     options = options_from_args(args)
     config = config_from_args(args, options.max_tokens)
@@ -343,7 +345,7 @@ def main(args: argparse.Namespace) -> int:
                 "lm-eval-fin rerank: variant(s) other than bm25 need a judge: pass --judge or set LM_EVAL_FIN_JUDGE",
                 file=sys.stderr,
             )
-            return 2
+            return exit_status.USAGE
     try:
         run = run_fincards(queries, judge, variants, config)
     finally:
@@ -378,7 +380,7 @@ def main(args: argparse.Namespace) -> int:
         print("judge cost by stage, whole run (failed: no answer; unparsable: still unreadable after re-asks, fallbacks used):")
         print("\n".join(stage_lines(run)))
     problem = failure_line(run, rows, config.max_attempts)
-    if args.out:
+    if args.output_path:
         summary = {
             "data": str(args.data),
             "judge": judge.spec if judge is not None else None,
@@ -393,9 +395,9 @@ def main(args: argparse.Namespace) -> int:
             "numeric_spans": {"kept": run.spans_kept, "dropped": run.spans_dropped},
             "judge_problem": problem,
         }
-        summary_path = write_outputs(args.out, run, summary)
-        print(f"wrote {len(run.results)} rankings with audit traces to {args.out}, the summary to {summary_path}")
+        summary_path = write_outputs(args.output_path, run, summary)
+        print(f"wrote {len(run.results)} rankings with audit traces to {args.output_path}, the summary to {summary_path}")
     if problem is not None:
         print(problem, file=sys.stderr)
-        return 1
+        return exit_status.INCOMPLETE
     return 0

@@ -55,9 +55,9 @@ from lm_eval_fin.harness.corpus import (
 )
 from lm_eval_fin.harness.fitting import prompt_fitter
 from lm_eval_fin.harness.samples import answer_of
-from lm_eval_fin.harness.settings import RunSettings, Setting, one_of, optional, positive_int, text
+from lm_eval_fin.harness.settings import RunSettings, Setting, bertscore_setting, one_of, optional, positive_int, text
 from lm_eval_fin.harness.task import as_dataset, require_data_path, total
-from lm_eval_fin.textsim import resolve_bertscore_model, rouge_l
+from lm_eval_fin.textsim import DEFAULT_BERTSCORE_MODEL, resolve_bertscore_model, rouge_l
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ def boolean(value: Any) -> bool:
 
 SETTINGS = (
     Setting("data_path", None, optional(text), "a dataset made by `lm-eval-fin build earnings-call`"),
-    Setting("bertscore_model", None, optional(text), "BERTScore model: hub id, folder, or 'offline'"),
+    bertscore_setting(DEFAULT_BERTSCORE_MODEL),
     Setting("max_score", 10, positive_int, "top of the LLM scorer's 0..max_score scale"),
     Setting("extract_max_tokens", None, optional(positive_int), "extraction budget of every text"),
     Setting(

@@ -38,7 +38,16 @@ from lm_eval_fin.harness.corpus import (
     run_with_judge,
 )
 from lm_eval_fin.harness.samples import answer_of
-from lm_eval_fin.harness.settings import RunSettings, Setting, SettingsError, one_of, optional, positive_int, text
+from lm_eval_fin.harness.settings import (
+    RunSettings,
+    Setting,
+    SettingsError,
+    bertscore_setting,
+    one_of,
+    optional,
+    positive_int,
+    text,
+)
 from lm_eval_fin.harness.task import as_dataset, total
 
 logger = logging.getLogger(__name__)
@@ -54,19 +63,11 @@ for _name, _protocol in refine.PROTOCOLS.items():
     multistep.register_protocol(_name, _protocol)
 
 
-def _bertscore_model(value: Any) -> str:
-    """A model name, checked at load time: ``offline`` needs its package installed."""
-    name = text(value)
-    textsim.resolve_bertscore_model(name)
-    return name
-
-
 SETTINGS = (
     Setting("data_path", None, optional(text), "a local copy in the hub schema (JSON, JSONL or parquet)"),
     Setting("index_base", None, optional(one_of(*data.INDEX_BASES)),
             "index of the first paragraph and knowledge entry (default: from the data, else 1)"),
-    Setting("bertscore_model", textsim.DEFAULT_BERTSCORE_MODEL, _bertscore_model,
-            "BERTScore model: hub id, folder, or 'offline'"),
+    bertscore_setting(textsim.DEFAULT_BERTSCORE_MODEL),
     Setting("max_rounds", refine.MAX_ROUNDS, positive_int, "feedback rounds of iterative refinement, at most"),
 )
 

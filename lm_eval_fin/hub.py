@@ -1,0 +1,64 @@
+"""Whether a model the user names can be loaded here, asked once and before any work.
+
+A Hugging Face hub id that is not in the local cache needs the hub; on a machine without it,
+transformers retries for about a minute before it fails. Asking first turns that into one line
+at the start of a run (the settings check) or a fast NaN with a warning at scoring time.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+from pathlib import Path
+
+HUB_ADDRESS = ("huggingface.co", 443)
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def hub_offline() -> bool:
+    """``HF_HUB_OFFLINE`` is set: the user said there is no hub."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in _TRUE
+
+
+@functools.lru_cache(maxsize=1)
+def hub_reachable(timeout_s: float = 3.0) -> bool:
+    """One TCP connection to the hub (memoised for the process); False when offline is set."""
+    if hub_offline():
+        return False
+    try:
+        socket.create_connection(HUB_ADDRESS, timeout=timeout_s).close()
+    except OSError:
+        return False
+    return True
+
+
+def _is_path(name: str) -> bool:
+    return name.startswith(("/", "./", "../", "~")) or Path(name).expanduser().exists()
+
+
+def _cached(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - transformers brings it
+        return False
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # noqa: BLE001 - an id the hub library rejects is not in its cache
+        return False
+    return isinstance(found, str)
+
+
+def model_problem(name: str) -> str | None:
+    """Why the model ``name`` (a folder or a hub id) cannot be loaded here, or None when it can
+    (a folder that exists, a hub id in the local cache, or a reachable hub).
+
+    >>> model_problem("./no/such/folder")
+    "no model folder './no/such/folder'"
+    """
+    if _is_path(name):
+        return None if Path(name).expanduser().is_dir() else f"no model folder {name!r}"
+    if _cached(name) or hub_reachable():
+        return None
+    why = "HF_HUB_OFFLINE is set" if hub_offline() else "the Hugging Face hub cannot be reached"
+    return f"the model {name!r} is not in the local Hugging Face cache and {why}"

@@ -40,7 +40,7 @@ Not values (they state when or where, not how much):
 * pointers into the documents ("paragraph 16", "clause 2", "Item 2", "Note 5", "page 12");
 * numbers glued to letters ("Q3", "FY2023", "10-Q", "3rd", "COVID-19", "5-year").
 
-Matching (DESIGN.md "Numbers"): two values match when one, multiplied by some factor in
+Matching (README, "Metric definitions"): two values match when one, multiplied by some factor in
 :data:`SCALE_FACTORS`, is within relative tolerance 0.01 of the other (``math.isclose``
 semantics: the tolerance is relative to the larger magnitude). The relation is symmetric, so
 a predicted value counts as matched when it matches *any* reference value, and a reference

@@ -1,6 +1,6 @@
 """Ranking metrics (nDCG@k, MAP@k, MRR@k) and tolerant parsing of a model's ranking.
 
-The definitions are the contract in DESIGN.md:
+The definitions (README, "Metric definitions"):
 
 * relevant means grade >= 1, for every metric and fractional grades included: a candidate
   graded below 1 (0.5, say) is not relevant and brings no gain;

@@ -1,4 +1,4 @@
-"""Number extraction and FinLFQA numeric P/R/F1 (DESIGN.md "Numbers"), hand-computed."""
+"""Number extraction and FinLFQA numeric P/R/F1 (README, "Metric definitions"), hand-computed."""
 
 import math
 import string

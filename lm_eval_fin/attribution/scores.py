@@ -25,8 +25,8 @@ def evidence_prf(
 
 def knowledge_recall(predicted: Iterable[int], reference: Iterable[int]) -> float | None:
     """Share of the reference's knowledge indices the answer cites; None when the reference
-    cites none: recall is undefined there, and averages leave such examples out (DESIGN.md:
-    never a free 1.0; a mean over them is NaN).
+    cites none: recall is undefined there, and averages leave such examples out (never a
+    free 1.0; a mean over them is NaN).
 
     >>> knowledge_recall([2, 9], [2, 5])
     0.5

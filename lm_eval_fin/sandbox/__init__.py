@@ -1,7 +1,7 @@
 """Run model-written Python snippets in throwaway, locked-down child processes.
 
-FinLFQA scores the code a model writes by whether it runs (DESIGN.md, "Code execution
-rate"): a snippet passes when it defines a function that, called with no arguments, returns
+FinLFQA scores the code a model writes by whether it runs (README, "Metric
+definitions"): a snippet passes when it defines a function that, called with no arguments, returns
 a value other than None within the limits. :func:`run_code` runs one snippet that way,
 :func:`run_codes` many in parallel, :func:`code_exec_rate` turns results into the rate and
 :func:`failure_categories` the failures into shares by kind (:class:`ExecResult`).

@@ -17,7 +17,7 @@ from .confine import confine, write_all
 
 SNIPPET_FILENAME = "<snippet>"
 
-# What a failed snippet is counted as (lm_eval_fin.sandbox.failure_categories; DESIGN.md).
+# What a failed snippet is counted as (lm_eval_fin.sandbox.failure_categories).
 # syntax: does not compile (syntax or indentation error, NUL bytes, not text at all).
 # no_function: defines no function. missing_arguments: every function it defines needs
 # arguments, so the call without them fails. exception: its code raised (or its process

@@ -25,7 +25,7 @@ def test_missing_data_path_is_a_clear_error():
 
 def test_demo_set_loads_whole_without_a_tokenizer(monkeypatch):
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
-    docs = list(task.load_dataset(data_path=DEMO)["test"])
+    docs = list(task.load_dataset(bertscore_model="offline", data_path=DEMO)["test"])
     assert [d["id"] for d in docs] == [
         "NWND-2024-10-24-q1",
         "NWND-2024-10-24-q5",
@@ -106,7 +106,7 @@ def test_transcripts_are_cut_to_fit_and_the_question_survives(embedded_model_dir
         "max_gen_toks": max_gen_toks,
         "judge": "none",
     }
-    docs = list(task.load_dataset(data_path=DEMO, **metadata)["test"])
+    docs = list(task.load_dataset(bertscore_model="offline", data_path=DEMO, **metadata)["test"])
     assert all(d["truncated"] and d["transcript_tokens"] > 200 for d in docs)
     fitter = prompt_fitter(metadata, max_gen_toks, "fin_ems")
     for doc in docs:
@@ -119,10 +119,10 @@ def test_transcripts_are_cut_to_fit_and_the_question_survives(embedded_model_dir
         assert doc["question"] in text and prompt.TRUNCATION_MARK in doc["transcript"]
         assert doc["transcript"].startswith("SYNTHETIC DEMO TRANSCRIPT")  # the beginning is kept
 
-    roomy = list(task.load_dataset(data_path=DEMO, **dict(metadata, max_length=8192))["test"])
+    roomy = list(task.load_dataset(bertscore_model="offline", data_path=DEMO, **dict(metadata, max_length=8192))["test"])
     assert not any(d["truncated"] for d in roomy)
     with pytest.raises(ValueError, match="cannot hold the prompt"):
-        task.load_dataset(data_path=DEMO, **dict(metadata, max_length=200))
+        task.load_dataset(bertscore_model="offline", data_path=DEMO, **dict(metadata, max_length=200))
 
 
 def test_the_answer_budget_defaults_to_the_yaml(embedded_model_dir):
@@ -130,11 +130,11 @@ def test_the_answer_budget_defaults_to_the_yaml(embedded_model_dir):
     metadata = {"pretrained": str(embedded_model_dir), "max_length": 1100, "judge": "none"}
     assert taskfiles.max_gen_toks("fin_ems") == 1024
     with pytest.raises(ValueError, match="plus 1024 answer tokens"):
-        task.load_dataset(data_path=DEMO, **metadata)
+        task.load_dataset(bertscore_model="offline", data_path=DEMO, **metadata)
 
 
 def test_unloadable_tokenizer_means_no_fitting(tmp_path, caplog):
-    docs = list(task.load_dataset(data_path=DEMO, pretrained=str(tmp_path / "no-model"), judge="none")["test"])
+    docs = list(task.load_dataset(bertscore_model="offline", data_path=DEMO, pretrained=str(tmp_path / "no-model"), judge="none")["test"])
     assert not any(d["truncated"] for d in docs)
     assert "not fitted to the context" in caplog.text
 
@@ -145,8 +145,8 @@ def test_the_task_lists_every_metric_the_harness_reports():
     for judge in ("hf:m", "none"):
         reported = task.process_results(dict(base, settings=settings_json(judge=judge)), ["a"])
         assert set(reported) <= listed, set(reported) - listed
-    assert set(task.CORPUS.metrics) | {"truncated_documents", "rouge_l_precision", "rouge_l_recall",
-                                       "rouge_l_f1"} == listed
+    assert set(task.CORPUS.metrics) | {"truncated_documents", "truncated_answers", "rouge_l_precision",
+                                       "rouge_l_recall", "rouge_l_f1"} == listed
 
 
 def test_judge_options_in_the_metadata_and_the_environment_reach_the_judge(monkeypatch):

@@ -91,10 +91,10 @@ def test_process_results_scores_and_counts_parse_failures(tmp_path):
     doc = UTILS.load_document_ranking(data_path=str(path), pretrained="ignored-model-arg")["test"][0]
     good = UTILS.process_results_doc(doc, ["[1, 4, 0, 2, 3]"])
     assert good == {"ndcg@5": 1.0, "map@5": 1.0, "mrr@5": 1.0, "ndcg@10": 1.0, "map@10": 1.0, "mrr@10": 1.0,
-                    "parse_failure": 0.0}
+                    "parse_failure": 0.0, "truncated_answers": 0.0}
     bad = UTILS.process_results_doc(doc, ["I refuse."])
     assert bad == {"ndcg@5": 0.0, "map@5": 0.0, "mrr@5": 0.0, "ndcg@10": 0.0, "map@10": 0.0, "mrr@10": 0.0,
-                   "parse_failure": 1.0}
+                   "parse_failure": 1.0, "truncated_answers": 0.0}
     by_name = UTILS.process_results_doc(doc, ["1. Earnings\n2. 10-K"])
     assert by_name["mrr@5"] == 1.0 and by_name["parse_failure"] == 0.0
     assert by_name["ndcg@5"] < 1.0

@@ -152,15 +152,15 @@ def test_the_index_base_is_detected_from_the_gold_indices(tmp_path, caplog):
 
 def test_the_base_used_is_in_the_documents_settings_and_results(tmp_path):
     path = str(write_hub_fixture(tmp_path / "one.jsonl", one_based_records()))
-    doc = UTILS.load_validation(data_path=path, judge="none")["validation"][0]
+    doc = UTILS.load_validation(bertscore_model="offline", data_path=path, judge="none")["validation"][0]
     settings = json.loads(doc["settings"])["values"]
     assert (doc["index_base"], settings["index_base"], settings["index_base_source"]) == (1, 1, "data")
     assert task.process_results(doc, ["1. x\nEvidence: CWT [2]"])["index_base"] == 1.0
-    overridden = UTILS.load_validation(data_path=path, judge="none", index_base=0)["validation"][0]
+    overridden = UTILS.load_validation(bertscore_model="offline", data_path=path, judge="none", index_base=0)["validation"][0]
     assert json.loads(overridden["settings"])["values"]["index_base_source"] == "metadata"
     assert "[0] California Water" in overridden["reports"]
     with pytest.raises(SettingsError, match=r"index_base: expected one of \[0, 1\], got 2"):
-        UTILS.load_validation(data_path=path, index_base=2)
+        UTILS.load_validation(bertscore_model="offline", data_path=path, index_base=2)
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".json", ".parquet", "-splits.json"])
@@ -176,7 +176,7 @@ def test_local_copies_in_every_format(tmp_path, suffix):
         pyarrow.parquet.write_table(pyarrow.Table.from_pylist(hub_records()), path)
     docs, _ = data.load_documents("validation", str(path))
     assert [d["id"] for d in docs] == ["cwt-awk-1", "cwt-awk-2"]
-    dataset = UTILS.load_validation(data_path=str(path), judge="none")["validation"]
+    dataset = UTILS.load_validation(bertscore_model="offline", data_path=str(path), judge="none")["validation"]
     assert json.loads(dataset[0]["settings"])["judge"] is None and dataset["id"] == ["cwt-awk-1", "cwt-awk-2"]
 
 
@@ -188,7 +188,7 @@ def test_a_json_keyed_by_split_feeds_each_task_its_own_split(tmp_path):
     test_docs, _ = data.load_documents("test", str(path))
     assert [d["id"] for d in test_docs] == ["test-1"] and not test_docs[0]["has_reference"]
     # the task's own loader passes its split through
-    assert UTILS.load_test(data_path=str(path))["test"]["id"] == ["test-1"]
+    assert UTILS.load_test(bertscore_model="offline", data_path=str(path))["test"]["id"] == ["test-1"]
     only_validation = tmp_path / "validation-only.json"
     only_validation.write_text(json.dumps({"validation": hub_records()}))
     with pytest.raises(data.SchemaError, match="holds the split\\(s\\) \\['validation'\\] but not 'test'"):
@@ -359,8 +359,9 @@ def test_bertscore_aggregation_names_its_model(caplog):
         assert corpus_metric(items) == pytest.approx(1.0, abs=1e-4)
     assert "all_minilm_l6_v2" in caplog.text
     # a model that is not here fails when the dataset loads, before generation...
+    settings = task.BENCHMARK.read_settings("fin_lfqa", {"judge": "none", "bertscore_model": "/nonexistent/model"})
     with pytest.raises(SettingsError, match="no model folder '/nonexistent/model'.*'offline'"):
-        with_settings(doc, bertscore_model="/nonexistent/model")
+        task.BENCHMARK.dataset("validation", [doc], settings)
     # ...and one that went missing after that is NaN at aggregation, never a crash
     settings = json.loads(doc["settings"])
     missing = dict(doc, settings=json.dumps({**settings, "values": {**settings["values"], "bertscore_model": "/gone"}}))
@@ -381,25 +382,25 @@ def test_a_bad_judge_setting_stops_the_load_before_generation(tmp_path, monkeypa
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE_OPTIONS", raising=False)
     monkeypatch.setenv("LM_EVAL_FIN_JUDGE", "gpt4")
     with pytest.raises(SettingsError, match=r"fin_lfqa: \$LM_EVAL_FIN_JUDGE: bad judge spec 'gpt4'"):
-        UTILS.load_validation(data_path=path)
+        UTILS.load_validation(bertscore_model="offline", data_path=path)
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE")
     with pytest.raises(SettingsError, match="fin_lfqa: metadata judge: bad judge spec 'gpt4'"):
-        UTILS.load_validation(data_path=path, judge="gpt4")
+        UTILS.load_validation(bertscore_model="offline", data_path=path, judge="gpt4")
     with pytest.raises(SettingsError, match=r"fin_lfqa: unknown judge option\(s\) \['judge_retries'\]"):
-        UTILS.load_validation(data_path=path, judge="hf:x", judge_retries=2)
+        UTILS.load_validation(bertscore_model="offline", data_path=path, judge="hf:x", judge_retries=2)
     with pytest.raises(SettingsError, match="max_retries: expected an integer"):
-        UTILS.load_validation(data_path=path, judge="hf:x", judge_options={"max_retries": "two"})
+        UTILS.load_validation(bertscore_model="offline", data_path=path, judge="hf:x", judge_options={"max_retries": "two"})
     monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", "{not json")
     with pytest.raises(SettingsError, match="LM_EVAL_FIN_JUDGE_OPTIONS is not JSON"):
-        UTILS.load_validation(data_path=path)
+        UTILS.load_validation(bertscore_model="offline", data_path=path)
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE_OPTIONS")
     with pytest.raises(SettingsError, match=r"unknown metadata key\(s\) \['bertscore_modle'\]"):
-        UTILS.load_validation(data_path=path, bertscore_modle="offline")
-    dataset = UTILS.load_validation(data_path=path, judge="hf:x", judge_max_retries="2", judge_options={"seed": 3})
+        UTILS.load_validation(bertscore_model="offline", data_path=path, bertscore_modle="offline")
+    dataset = UTILS.load_validation(bertscore_model="offline", data_path=path, judge="hf:x", judge_max_retries="2", judge_options={"seed": 3})
     assert json.loads(dataset["validation"][0]["settings"])["judge_options"] == {"seed": 3, "max_retries": 2}
     # "none" is no judge, whatever the environment says, for fin_lfqa as for fin_ems
     monkeypatch.setenv("LM_EVAL_FIN_JUDGE", "hf:/some/model")
-    assert json.loads(UTILS.load_validation(data_path=path, judge="none")["validation"][0]["settings"])["judge"] is None
+    assert json.loads(UTILS.load_validation(bertscore_model="offline", data_path=path, judge="none")["validation"][0]["settings"])["judge"] is None
 
 
 def judged_document(**metadata):

@@ -63,3 +63,25 @@ def test_megabytes_and_deep_nesting_are_bounded_reads():
     assert parse_points("[" * 100_000) is None
     (p, r, f), = textsim.rouge_l([" ".join(f"w{i}" for i in range(400_000))], ["w1 w2 w3"])
     assert f > 0
+
+
+def test_every_task_counts_the_answers_it_cut(tmp_path):
+    """A megabyte answer is scored on its start and counted in truncated_answers, per task."""
+    from lm_eval_fin import paths
+    from lm_eval_fin.benchmarks.fin_agentbench import task as agentbench
+    from lm_eval_fin.benchmarks.fin_ems import task as ems
+    from lm_eval_fin.benchmarks.fin_lfqa import task as lfqa
+
+    huge = "[1, 0, 2]" + " filler" * (cleantext.MAX_ANSWER_CHARS // 7 + 10)
+    docs = {
+        agentbench.process_results_doc: agentbench.load_document_ranking(
+            data_path=str(paths.data_path("finagentbench_demo")))["test"][0],
+        ems.process_results: ems.load_dataset(
+            data_path=str(paths.data_path("ems_demo")), judge="none", bertscore_model="offline")["test"][0],
+        lfqa.process_results: lfqa.load_validation(
+            data_path=str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), judge="none",
+            bertscore_model="offline")["validation"][0],
+    }
+    for process_results, doc in docs.items():
+        assert process_results(doc, [huge])["truncated_answers"] == 1.0, process_results
+        assert process_results(doc, ["[1, 0, 2]"])["truncated_answers"] == 0.0, process_results

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lm_eval_fin.harness.settings import RunSettings, Setting, read_settings
+from lm_eval_fin.harness.settings import RunSettings, Setting, check_usable, read_settings
+from lm_eval_fin.harness.task import as_dataset
 
 # rescore(samples, judge) -> (corpus metrics, one dict of details per sample)
 Rescore = Callable[[Sequence[dict], Any], tuple[dict[str, float], list[dict]]]
@@ -39,12 +40,22 @@ class Benchmark:
     def read_settings(self, task: str, metadata: Mapping[str, Any]) -> RunSettings:
         return read_settings(task, metadata, self.settings)
 
+    def check_usable(self, settings: RunSettings) -> None:
+        check_usable(settings, self.settings)
+
+    def dataset(self, split: str, documents: Sequence[dict[str, Any]], settings: RunSettings) -> dict:
+        """What a task's loader returns to lm-eval: the documents with the run's settings, once
+        the settings are known to be usable here (so a missing model stops the run before
+        generation, after any problem with the data itself)."""
+        self.check_usable(settings)
+        return as_dataset(split, documents, settings)
+
     def logged_settings(self, doc: Mapping[str, Any]) -> RunSettings:
         """The settings a logged document was run with (the defaults for one logged before
         documents carried them)."""
         if isinstance(doc.get("settings"), str):
             return RunSettings.from_json(doc["settings"])
-        return read_settings(self.name, {"judge": "none"}, self.settings, usable_here=False)
+        return self.read_settings(self.name, {"judge": "none"})
 
 
 def benchmark_of(task: str, benchmarks: Sequence[Benchmark]) -> Benchmark | None:

@@ -150,6 +150,7 @@ def check_tasks(tasks: Sequence[str], metadata: Mapping, benchmarks: Sequence[Be
                 settings = benchmark.read_settings(task, metadata)
                 if benchmark.check_data is not None:
                     benchmark.check_data(task, settings)
+                benchmark.check_usable(settings)
             except (ValueError, OSError, RuntimeError) as exc:
                 raise RunError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
             if benchmark.rescore is not None and settings.judge:

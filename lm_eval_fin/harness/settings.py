@@ -168,12 +168,9 @@ def known_keys(settings: Sequence[Setting]) -> list[str]:
     return ["data_path", "judge", "judge_options", *(s.name for s in (*COMMON_SETTINGS, *settings))]
 
 
-def read_settings(
-    task: str, metadata: Mapping[str, Any], settings: Sequence[Setting] = (), usable_here: bool = True
-) -> RunSettings:
+def read_settings(task: str, metadata: Mapping[str, Any], settings: Sequence[Setting] = ()) -> RunSettings:
     """The checked settings of ``task`` from lm-eval's ``metadata`` (see the module docstring);
-    :class:`SettingsError` names the key, what it got and what it expects, or (``usable_here``)
-    why a value cannot be used on this machine."""
+    :class:`SettingsError` names the key, what it got and what it expects."""
     check_typos(metadata, task, known_keys(settings))
     values = {}
     for setting in (*COMMON_SETTINGS, *settings):
@@ -182,10 +179,17 @@ def read_settings(
             values[setting.name] = setting.check(value)
         except ValueError as exc:
             raise SettingsError(f"{task}: metadata {setting.name}: {exc}") from None
-        problem = setting.problem(values[setting.name]) if usable_here and setting.problem else None
-        if problem is not None:
-            raise SettingsError(f"{task}: metadata {setting.name}: {problem}")
     return RunSettings(task, judge_spec(metadata, task), judge_options(metadata, task), values)
+
+
+def check_usable(run: RunSettings, settings: Sequence[Setting]) -> None:
+    """:class:`SettingsError` when a setting's value cannot be used on this machine (a model
+    that is not here): asked when a run starts, after its data was found, never when logged
+    settings are read back for re-scoring."""
+    for setting in settings:
+        problem = setting.problem(run[setting.name]) if setting.problem else None
+        if problem is not None:
+            raise SettingsError(f"{run.task}: metadata {setting.name}: {problem}")
 
 
 def check_user_metadata(task: str, metadata: Mapping[str, Any], settings: Sequence[Setting]) -> None:

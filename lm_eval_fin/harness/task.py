@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from lm_eval_fin.cleantext import read_answer
 from lm_eval_fin.harness.settings import RunSettings, SettingsError
 
 
@@ -29,6 +30,18 @@ def require_data_path(settings: RunSettings, hint: str) -> str:
             f"{settings.task} needs its data: pass --metadata '{{\"data_path\": \"...\"}}' with {hint}"
         )
     return settings["data_path"]
+
+
+def model_answer(results: Sequence[Any]) -> tuple[str, float]:
+    """The answer lm-eval hands ``process_results``, as the parsers read it (printable, its
+    first :data:`~lm_eval_fin.cleantext.MAX_ANSWER_CHARS` characters), and 1.0 when it was cut
+    there (summed in ``truncated_answers``).
+
+    >>> model_answer(["ok\\x00"]), model_answer([])
+    (('ok', 0.0), ('', 0.0))
+    """
+    text, cut = read_answer(results[0] if results else "")
+    return text, float(cut)
 
 
 def total(items: Sequence[float]) -> float:

@@ -21,7 +21,7 @@ from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.fitting import PromptFitter, prompt_fitter
 from lm_eval_fin.harness.settings import RunSettings, Setting, one_of, optional, positive_int, text
-from lm_eval_fin.harness.task import as_dataset, require_data_path, total
+from lm_eval_fin.harness.task import model_answer, require_data_path, total
 from lm_eval_fin.ranking import GAINS
 
 logger = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ def _load(task: str, metadata: dict[str, Any]) -> dict:
     if task == CHUNK_TASK:
         budget = settings["max_gen_toks"] or taskfiles.max_gen_toks(task)
         documents = fit_documents(documents, prompt_fitter(metadata, budget, task), task)
-    return as_dataset("test", documents, settings)
+    return BENCHMARK.dataset("test", documents, settings)
 
 
 def load_document_ranking(**metadata: Any) -> dict:
@@ -82,7 +82,8 @@ def load_chunk_ranking(**metadata: Any) -> dict:
 
 def _process(doc: dict, results: Sequence[str]) -> dict[str, float]:
     settings = RunSettings.from_json(doc["settings"])
-    return score_answer(doc, results[0], gain=settings["gain"])
+    answer, truncated = model_answer(results)
+    return {**score_answer(doc, answer, gain=settings["gain"]), "truncated_answers": truncated}
 
 
 def process_results_doc(doc: dict, results: Sequence[str]) -> dict[str, float]:

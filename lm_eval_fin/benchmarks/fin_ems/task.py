@@ -56,7 +56,7 @@ from lm_eval_fin.harness.corpus import (
 from lm_eval_fin.harness.fitting import prompt_fitter
 from lm_eval_fin.harness.samples import answer_of
 from lm_eval_fin.harness.settings import RunSettings, Setting, bertscore_setting, one_of, optional, positive_int, text
-from lm_eval_fin.harness.task import as_dataset, require_data_path, total
+from lm_eval_fin.harness.task import model_answer, require_data_path, total
 from lm_eval_fin.textsim import DEFAULT_BERTSCORE_MODEL, resolve_bertscore_model, rouge_l
 
 logger = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ def load_dataset(**metadata: Any) -> dict:
             "fin_ems: %d of %d transcripts cut to fit max_length=%d with %d answer tokens (the question is kept whole)",
             cut, len(docs), fitter.max_length, fitter.max_gen_toks,
         )
-    return as_dataset("test", docs, settings)
+    return BENCHMARK.dataset("test", docs, settings)
 
 
 doc_to_text = prompt.render_prompt
@@ -182,7 +182,7 @@ CORPUS = CorpusMetrics(
 
 def process_results(doc: dict, results: Sequence[str]) -> dict[str, Any]:
     """ROUGE-L now; the corpus metrics of the run's method get this document's item."""
-    answer = results[0] if results and isinstance(results[0], str) else ""
+    answer, truncated = model_answer(results)
     precision, recall, f1 = rouge_l([answer], [doc["reference"]])[0]
     settings = RunSettings.from_json(doc["settings"])
     corpus = CORPUS.items(
@@ -190,6 +190,7 @@ def process_results(doc: dict, results: Sequence[str]) -> dict[str, Any]:
     )
     return {
         "truncated_documents": float(doc.get("truncated", False)),
+        "truncated_answers": truncated,
         "rouge_l_precision": precision,
         "rouge_l_recall": recall,
         "rouge_l_f1": f1,

@@ -48,7 +48,7 @@ from lm_eval_fin.harness.settings import (
     positive_int,
     text,
 )
-from lm_eval_fin.harness.task import as_dataset, total
+from lm_eval_fin.harness.task import model_answer, total
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def _load(task: str, metadata: dict[str, Any]) -> dict:
     settings = dataclasses.replace(
         settings, values={**settings.values, "index_base": base.base, "index_base_source": base.source}
     )
-    return as_dataset(TASKS[task][0], documents, settings)
+    return BENCHMARK.dataset(TASKS[task][0], documents, settings)
 
 
 def load_validation(**metadata: Any) -> dict:
@@ -198,10 +198,11 @@ CORPUS = CorpusMetrics(
 
 
 def process_results(doc: dict, results: Sequence[str]) -> dict[str, Any]:
-    scores, answer_data = score.score_document(doc, results[0] if results else "")
+    answer, truncated = model_answer(results)
+    scores, answer_data = score.score_document(doc, answer)
     settings = RunSettings.from_json(doc["settings"])
     answer_data["knowledge_scored"] = not math.isnan(scores["knowledge_recall"])
-    extra: dict[str, float] = {"index_base": float(doc["index_base"])}
+    extra: dict[str, float] = {"index_base": float(doc["index_base"]), "truncated_answers": truncated}
     if doc.get("protocol"):
         trace = multistep.take_trace(settings.task, doc)
         answer_data["trace"] = trace

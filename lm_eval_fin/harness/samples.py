@@ -13,7 +13,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lm_eval_fin.jsonl import read_jsonl
 
@@ -80,21 +79,3 @@ def read_samples(path: Path) -> list[dict]:
     if not samples:
         raise SamplesError(f"{path} holds no samples")
     return samples
-
-
-def answer_of(sample: dict[str, Any]) -> str:
-    """The model's answer in a sample: ``filtered_resps`` (one entry per request, each the text
-    or a one-element list), else ``resps``; "" when neither holds text.
-
-    >>> answer_of({"resps": [["raw"]], "filtered_resps": ["filtered"]})
-    'filtered'
-    >>> answer_of({"resps": [[]]})
-    ''
-    """
-    for key in ("filtered_resps", "resps"):
-        value = sample.get(key)
-        while isinstance(value, list) and value:
-            value = value[0]
-        if isinstance(value, str):
-            return value
-    return ""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin.jsonl import read_jsonl
+from lm_eval_fin.jsonl import answer_of, read_jsonl
 
 RESULTS_FILE = re.compile(r"^(?P<judged>judged_)?results_(?P<date>.+)\.json$")
 NO_FILTER = "none"
@@ -162,17 +162,6 @@ def task_metrics(task: str, entry: dict, results: dict) -> dict[str, Metric]:
     return metrics
 
 
-def _answer(sample: dict) -> str:
-    """The filtered answer of a logged sample (lm-eval nests it one or two lists deep)."""
-    for key in ("filtered_resps", "resps"):
-        value = sample.get(key)
-        while isinstance(value, list) and value:
-            value = value[0]
-        if isinstance(value, str):
-            return value
-    return ""
-
-
 def question_key(doc: Any, sample: dict) -> str:
     """The question's id: the doc's own ``id`` (stable across models and settings, unlike
     lm-eval's doc_hash, which covers every field of the doc), else lm-eval's doc_hash, else
@@ -208,7 +197,7 @@ def read_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], 
         prompts.update(str(line.get("prompt_hash", "")).encode("utf-8"))
         sample = samples.get(key)
         if sample is None:
-            sample = samples[key] = Sample(key, line.get("doc_id"), doc, _answer(line), {})
+            sample = samples[key] = Sample(key, line.get("doc_id"), doc, answer_of(line), {})
         for metric in by_filter.get(filter_name, []):
             value = as_float(line.get(metric.metric))
             if value is not None:

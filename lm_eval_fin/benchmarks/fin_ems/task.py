@@ -54,9 +54,9 @@ from lm_eval_fin.harness.corpus import (
     run_with_judge,
 )
 from lm_eval_fin.harness.fitting import prompt_fitter
-from lm_eval_fin.harness.samples import answer_of
 from lm_eval_fin.harness.settings import RunSettings, Setting, bertscore_setting, one_of, optional, positive_int, text
 from lm_eval_fin.harness.task import model_answer, require_data_path, total
+from lm_eval_fin.jsonl import answer_of
 from lm_eval_fin.textsim import DEFAULT_BERTSCORE_MODEL, resolve_bertscore_model, rouge_l
 
 logger = logging.getLogger(__name__)

@@ -37,7 +37,6 @@ from lm_eval_fin.harness.corpus import (
     run_key,
     run_with_judge,
 )
-from lm_eval_fin.harness.samples import answer_of
 from lm_eval_fin.harness.settings import (
     RunSettings,
     Setting,
@@ -49,6 +48,7 @@ from lm_eval_fin.harness.settings import (
     text,
 )
 from lm_eval_fin.harness.task import model_answer, total
+from lm_eval_fin.jsonl import answer_of
 
 logger = logging.getLogger(__name__)
 

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.harness import corpus, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
-from lm_eval_fin.harness.samples import answer_of
 from lm_eval_fin.harness.settings import (
     RunSettings,
     Setting,
@@ -20,6 +19,7 @@ from lm_eval_fin.harness.settings import (
     positive_int,
     read_settings,
 )
+from lm_eval_fin.jsonl import answer_of
 
 SETTINGS = (Setting("max_score", 10, positive_int, "top of the scale"),)
 

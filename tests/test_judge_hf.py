@@ -73,9 +73,10 @@ def test_hf_backend_generates_parses_and_caches(embedded_judge_spec, judge_cache
     assert all(s is None or 1 <= s <= 5 for s in scores)
     parsed_stats = judge.last_batch
     assert parsed_stats.parse_failures == sum(s is None for s in scores)
-    # the first attempt comes from the cache; only re-asks of unparsable answers reach the model
-    assert parsed_stats.cache_hits == 3
+    # the first attempt comes from the cache (and so does the refresh of an unparsable answer
+    # this run stored itself); only re-asks of unparsable answers reach the model
     assert parsed_stats.model_calls == parsed_stats.extra["parse_retries"]
+    assert parsed_stats.cache_hits == parsed_stats.requests - parsed_stats.model_calls >= 3
     assert judge.stats.parse_failures == parsed_stats.parse_failures
 
     # a fresh judge on the warm cache: same values, zero model calls, the model never loaded

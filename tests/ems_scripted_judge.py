@@ -99,9 +99,9 @@ class ScriptedJudgeServer(ServerThread):
     """The test server, in a thread of this process, answering by :func:`reply`."""
 
     def __init__(self):
-        state = _State(None, None)
-        state.generate = _generate
-        self.server = _QuietServer(("127.0.0.1", 0), _handler(state))
+        self.state = _State(None, None)
+        self.state.generate = _generate
+        self.server = _QuietServer(("127.0.0.1", 0), _handler(self.state))
         self.port = self.server.server_address[1]
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)

@@ -11,8 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lm_eval_fin import paths
-
 BIN = Path(sys.executable).parent
 LIMIT = 2
 EMS_TOKENS = 64
@@ -30,19 +28,6 @@ def lm_eval_fin_run(out: Path, model_dir: Path, task: str, metadata: dict, extra
     if run.returncode != 0:
         raise RuntimeError(f"lm-eval-fin run {task} failed:\n{run.stderr[-4000:]}")
     return out
-
-
-def make_runs(root: Path, model_dir: Path) -> dict[str, Path]:
-    """fin_agentbench_doc greedy and sampled, fin_ems offline: three lm-eval output folders."""
-    agentbench = {"data_path": str(paths.data_path("finagentbench_demo"))}
-    ems = {"data_path": str(paths.data_path("ems_demo")), "judge": "none", "bertscore_model": "offline",
-           "max_gen_toks": EMS_TOKENS}
-    return {
-        "greedy": lm_eval_fin_run(root / "greedy", model_dir, "fin_agentbench_doc", agentbench, []),
-        "sampled": lm_eval_fin_run(root / "sampled", model_dir, "fin_agentbench_doc", agentbench,
-                                   ["--gen_kwargs", "do_sample=True,temperature=1.0", "--seed", "7"]),
-        "ems": lm_eval_fin_run(root / "ems", model_dir, "fin_ems", ems, ["--gen_kwargs", f"max_gen_toks={EMS_TOKENS}"]),
-    }
 
 
 def only(folder: Path, pattern: str) -> Path:

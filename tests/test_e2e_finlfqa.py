@@ -123,7 +123,6 @@ def test_lm_eval_fin_run_runs_the_posthoc_and_iterative_settings(tmp_path, embed
             "--metadata", json.dumps(metadata),
             "--limit", "1",
             "--gen_kwargs", "max_gen_toks=24",
-            "--bootstrap_iters", "0",  # the steps are under test here, not the standard errors
             "--output_path", str(out),
             "--log_samples",
         ],

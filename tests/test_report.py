@@ -60,7 +60,7 @@ def test_reads_the_runs_samples_and_ems_details(runs):
     board = build_report([runs["greedy"], runs["ems"]])
     ems_task = board.rows[1].runs[0].tasks["fin_ems"]
     # the details file is found by the hash fin_ems names it with
-    assert "matched by the run's hash" in ems_task.provenance["EMS details"]
+    assert "matched by document ids and answers" in ems_task.provenance["EMS details"]
     details = json.loads(only(runs["ems"] / "ems_details", "fin_ems-offline-*.json").read_text())
     assert [s.details["ems"]["reference_points"] for s in ems_task.samples] == [
         d["reference_points"] for d in details["documents"]

@@ -16,7 +16,6 @@ move beside its benchmark.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import re
@@ -25,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lm_eval_fin.cleantext import read_answer
 from lm_eval_fin.report.runs import Run, Sample, TaskRun, as_float
 
 HIT, MISS, NOTE = "hit", "miss", "note"
@@ -142,17 +142,6 @@ EMS_METRIC = re.compile(r"^ems_(?:(?P<offline>offline)_)?(?P<scorer>llm|rouge|be
 EMS_PARTS = ("precision", "recall", "f1")
 
 
-def ems_payload_key(samples: Sequence[Sample]) -> str:
-    """The run hash fin_ems names its details file by: sha256 of the corpus metrics' items
-    (id, answer, reference, scoring of each document, in doc_id order)."""
-    ordered = sorted(samples, key=lambda s: (s.doc_id if isinstance(s.doc_id, int) else 0, str(s.doc_id)))
-    payloads = [
-        {"id": s.doc.get("id"), "answer": s.answer, "reference": s.doc.get("reference"), "scoring": s.doc.get("scoring")}
-        for s in ordered
-    ]
-    return hashlib.sha256(json.dumps(payloads, sort_keys=True, ensure_ascii=False).encode("utf-8")).hexdigest()
-
-
 def _ems_details_folders(run: Run) -> list[Path]:
     """Where ``lm-eval-fin run --output_path OUT`` puts them: ``OUT/ems_details``; lm-eval's
     files are in ``OUT/<model dir>/``."""
@@ -162,34 +151,28 @@ def _ems_details_folders(run: Run) -> list[Path]:
 
 
 def find_ems_details(task_run: TaskRun, run: Run) -> tuple[dict | None, str]:
-    """(the EMS details of this run, how they were found). The file named by the run's hash
-    first; else the only file in the folder whose documents are exactly this run's."""
+    """(the EMS details of this run, how they were found): the file whose documents are this
+    run's, by id and answer (fin_ems writes both into each document; answers compared as the
+    parsers read them)."""
     folders = _ems_details_folders(run)
     if not folders:
         return None, "no ems_details folder beside the run (written by `lm-eval-fin run --output_path`)"
-    key = ems_payload_key(task_run.samples)[:12]
-    for folder in folders:
-        for path in sorted(folder.glob(f"fin_ems-*-{key}.json")):
-            try:
-                return json.loads(path.read_text(encoding="utf-8")), f"{path.name} (matched by the run's hash)"
-            except (OSError, ValueError) as exc:
-                return None, f"{path.name} unreadable: {exc}"
-    ids = sorted(str(s.doc.get("id")) for s in task_run.samples)
+    wanted = sorted((str(s.doc.get("id")), read_answer(s.answer)[0]) for s in task_run.samples)
     matches = []
     for folder in folders:
         for path in sorted(folder.glob("fin_ems-*.json")):
             try:
                 details = json.loads(path.read_text(encoding="utf-8"))
-                documents = details["documents"]
-            except (OSError, ValueError, KeyError, TypeError):
+                found = sorted((str(d.get("id")), str(d.get("answer"))) for d in details["documents"])
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 continue
-            if sorted(str(d.get("id")) for d in documents if isinstance(d, dict)) == ids:
+            if found == wanted:
                 matches.append((path, details))
-    if len(matches) == 1:
-        return matches[0][1], f"{matches[0][0].name} (matched by document ids)"
-    if matches:
-        return None, f"{len(matches)} EMS details files hold these documents; none names this run's hash {key}"
-    return None, f"no EMS details file for this run (hash {key}) in {', '.join(str(f) for f in folders)}"
+    if not matches:
+        return None, f"no EMS details file holds this run's documents and answers in {', '.join(map(str, folders))}"
+    # the same answers scored more than once (offline, then with a judge): the newest file
+    path, details = max(matches, key=lambda match: match[0].stat().st_mtime)
+    return details, f"{path.name} (matched by document ids and answers)"
 
 
 def ems_values(document: dict, metric_names: Sequence[str], method: str | None) -> dict[str, float]:

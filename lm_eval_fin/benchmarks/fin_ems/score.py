@@ -57,9 +57,11 @@ def score_corpus(
     bertscore = whole.pop("per_document_bertscore")
     figures = {**whole, **run.metrics()}
     details = run.as_dict()
+    # each document names its id and the answer scored, so a reader of the file (the report)
+    # can tell which run's samples it belongs to
     details["documents"] = [
-        {"id": doc_id, "bertscore_f1": None if bertscore is None else bertscore[i], **doc}
-        for i, (doc_id, doc) in enumerate(zip(ids, details["documents"]))
+        {"id": doc_id, "answer": answer, "bertscore_f1": None if bertscore is None else bertscore[i], **doc}
+        for i, (doc_id, answer, doc) in enumerate(zip(ids, answers, details["documents"]))
     ]
     details["metrics"] = figures
     return figures, details

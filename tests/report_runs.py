@@ -17,17 +17,40 @@ EMS_TOKENS = 64
 HOSTILE = '</title></script><script>window.__pwned = 1</script><img src="x" onerror="window.__pwned = 2">'
 
 
-def lm_eval_fin_run(out: Path, model_dir: Path, task: str, metadata: dict, extra: list[str]) -> Path:
+def start_run(out: Path, model_dir: Path, task: str, metadata: dict, extra: list[str]) -> tuple[Path, subprocess.Popen]:
+    """``lm-eval-fin run`` in a child process, one torch thread (three run side by side)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LM_EVAL_FIN_JUDGE", "LM_EVAL_FIN_DETAILS_DIR"))}
-    run = subprocess.run(
+    env["OMP_NUM_THREADS"] = "1"
+    process = subprocess.Popen(
         [BIN / "lm-eval-fin", "run", "--model", "hf", "--model_args", f"pretrained={model_dir},dtype=float32",
          "--apply_chat_template", "--batch_size", "4", "--tasks", task, "--metadata", json.dumps(metadata),
          "--limit", str(LIMIT), "--log_samples", "--output_path", str(out), *extra],
-        check=False, capture_output=True, text=True, env=env, timeout=900,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
     )
-    if run.returncode != 0:
-        raise RuntimeError(f"lm-eval-fin run {task} failed:\n{run.stderr[-4000:]}")
+    return out, process
+
+
+def finish(task: str, out: Path, process: subprocess.Popen) -> Path:
+    _, stderr = process.communicate(timeout=900)
+    if process.returncode != 0:
+        raise RuntimeError(f"lm-eval-fin run {task} failed:\n{stderr[-4000:]}")
     return out
+
+
+def make_runs(root: Path, model_dir: Path) -> dict[str, Path]:
+    """fin_agentbench_doc greedy and sampled, fin_ems offline: three lm-eval output folders,
+    made by three runs at once (each waits on its own model load and generation)."""
+    agentbench = {"data_path": str(paths.data_path("finagentbench_demo"))}
+    ems = {"data_path": str(paths.data_path("ems_demo")), "judge": "none", "bertscore_model": "offline",
+           "max_gen_toks": EMS_TOKENS}
+    started = {
+        "greedy": ("fin_agentbench_doc", start_run(root / "greedy", model_dir, "fin_agentbench_doc", agentbench, [])),
+        "sampled": ("fin_agentbench_doc", start_run(root / "sampled", model_dir, "fin_agentbench_doc", agentbench,
+                                                    ["--gen_kwargs", "do_sample=True,temperature=1.0", "--seed", "7"])),
+        "ems": ("fin_ems", start_run(root / "ems", model_dir, "fin_ems", ems,
+                                     ["--gen_kwargs", f"max_gen_toks={EMS_TOKENS}"])),
+    }
+    return {name: finish(task, *run) for name, (task, run) in started.items()}
 
 
 def only(folder: Path, pattern: str) -> Path:

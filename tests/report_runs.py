@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from lm_eval_fin import paths
+
 BIN = Path(sys.executable).parent
 LIMIT = 2
 EMS_TOKENS = 64

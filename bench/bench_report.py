@@ -162,7 +162,7 @@ def screenshot(report_dir: Path, target: Path) -> None:
     from tests.chromium import Browser
 
     page = (report_dir / "index.html").as_uri()
-    with tempfile.TemporaryDirectory() as profile, Browser(Path(profile), width=1400, height=1000) as browser:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile, Browser(Path(profile), width=1400, height=1000) as browser:
         browser.open(page)
         top = browser.screenshot(Path(profile) / "top.png", full_page=False, height=1500)
         row = browser.evaluate("document.querySelector('#answers-fin_ems .answer').getAttribute('data-row')")

@@ -153,7 +153,7 @@ def test_the_multistep_settings_refuse_a_plain_model(tmp_path):
     data = write_hub_fixture(tmp_path / "finlfqa.jsonl")
     run = subprocess.run(
         [BIN / "lm-eval-fin", "run", "--model", "dummy", "--tasks", "fin_lfqa_posthoc", "--confirm_run_unsafe_code",
-         "--metadata", json.dumps({"data_path": str(data), "judge": "none"})],
+         "--metadata", json.dumps({"data_path": str(data), "judge": "none", "bertscore_model": "offline"})],
         capture_output=True, text=True, cwd=tmp_path, timeout=600,
     )
     assert run.returncode != 0 and "--model fin-refine --model_args base=" in run.stderr

@@ -195,7 +195,7 @@ def test_version_and_doctor(tmp_path):
     for line in ("embedded model", "code sandbox", "BERTScore models", "torch", "vllm"):
         assert line in out.stdout
     out = lm_eval_fin("doctor", "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m", cwd=tmp_path)
-    assert out.returncode == 1 and "FAIL judge" in out.stdout and "not reachable" in out.stdout
+    assert out.returncode == 1 and "FAIL judge" in out.stdout and "start the server first" in out.stdout
 
 
 def lm_eval_fin_version():

@@ -79,8 +79,9 @@ def test_hf_backend_generates_parses_and_caches(embedded_judge_spec, judge_cache
     assert parsed_stats.cache_hits == parsed_stats.requests - parsed_stats.model_calls >= 3
     assert judge.stats.parse_failures == parsed_stats.parse_failures
 
-    # a fresh judge on the warm cache: same values, zero model calls, the model never loaded
-    fresh = load_judge(embedded_judge_spec, JudgeOptions(max_tokens=8, batch_size=2))
+    # a fresh judge on the warm cache, told to keep the unreadable answers it finds there (by
+    # default a later run re-asks them): same values, zero model calls, the model never loaded
+    fresh = load_judge(embedded_judge_spec, JudgeOptions(max_tokens=8, batch_size=2, retry_unparsable=False))
     assert complete_parsed(fresh, REQUESTS, parse_score, max_attempts=2) == scores
     assert fresh.stats.model_calls == 0
     assert fresh.backend.model is None

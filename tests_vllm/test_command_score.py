@@ -55,7 +55,9 @@ def test_two_stage_score_of_predict_only_runs(runs, tmp_path, judge_spec, monkey
     assert status == (1 if ems["judge_failure,none"] else 0)
 
     caplog.clear()
-    assert cli.main(argv) == status  # warm: the same judge requests, no engine
+    # warm: the same judge requests, no engine (unreadable answers the cache holds are kept as
+    # they are: re-asking them is --judge-retry-unparsable's job, tested in the light suite)
+    assert cli.main([*argv, "--judge-retry-unparsable", "no"]) == status
     capsys.readouterr()
     assert STARTING not in caplog.text
     again = judged_results(root)

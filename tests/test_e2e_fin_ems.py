@@ -156,11 +156,14 @@ def test_lm_eval_fin_run_with_a_scripted_judge_prints_every_table_1_column(workd
     for column in TABLE_1:  # the table lm-eval prints has every column too
         assert f"|{column}|" in printed, column
     assert value(results, "judge_failure") == value(results, "judge_parse_failure") == 0.0
-    # summary removal, extraction, matching with the claim checks, scoring: four batched rounds
+    # summary removal, extraction, matching with the claim checks, then scoring of the matched
+    # pairs: four batched rounds, three when nothing matched (the 135M model's 16-token answers
+    # seldom match; tests/test_ems_pipeline.py checks the fourth round by hand)
     (run_details,) = details
     rounds = [entry["name"] for entry in run_details["judge_rounds"]]
-    assert value(results, "ems_judge_rounds") == len(rounds) == 4
-    assert rounds == ["summary", "extract", "match + claims", "score"]
+    matched = any(point != -1 for doc in run_details["documents"] for point in doc["alignment"])
+    assert rounds == ["summary", "extract", "match + claims", *(["score"] if matched else [])]
+    assert value(results, "ems_judge_rounds") == len(rounds)
     assert value(results, "ems_judge_model_calls") == received == sum(e["requests"] for e in run_details["judge_rounds"])
     assert run_details["summary_removal"] == "round" and run_details["judge"] == server.spec
     (doc,) = run_details["documents"]

@@ -73,7 +73,8 @@ def score(*argv):
 def test_score_folder_adds_judge_metrics_to_lm_eval_results(run_folder, toy_family, judge_cache, capsys):
     with ServerProcess() as server:
         judge = f"openai:{server.base_url}#m"
-        assert score(run_folder.parent, "--judge", judge, "--judge-backoff", "0") == 0
+        # one answer stays unreadable: the results are written, and the status says so
+        assert score(run_folder.parent, "--judge", judge, "--judge-backoff", "0") == 1
         calls = server.stats()["calls"]
         document = json.loads((run_folder / f"judged_results_{DATE}.json").read_text())
 
@@ -96,18 +97,20 @@ def test_score_folder_adds_judge_metrics_to_lm_eval_results(run_folder, toy_fami
         details = [json.loads(line) for line in (run_folder / f"judged_samples_fin_toy_{DATE}.jsonl").open()]
         assert [d["doc_id"] for d in details] == [0, 1, 2]
         assert [d["parse_failure"] for d in details] == [False, False, True]
-        assert "toy_score" in capsys.readouterr().out  # lm-eval's results table
+        captured = capsys.readouterr()
+        assert "toy_score" in captured.out  # lm-eval's results table
+        assert "1 judge answers stayed unreadable" in captured.err
 
         # a second run: same results, our files are not re-read as samples, and only the two
         # cached unparsable answers (first ask and re-ask) are sent again
-        assert score(run_folder.parent, "--judge", judge) == 0
+        assert score(run_folder.parent, "--judge", judge) == 1
         assert server.stats()["calls"] == calls + 2
         again = json.loads((run_folder / f"judged_results_{DATE}.json").read_text())
         assert again["results"]["fin_toy"] == entry
         assert again["judge"]["stats"]["fin_toy"]["extra"]["unparsable_resent"] == 2
 
         # keeping cached answers as they are: everything from the cache
-        assert score(run_folder.parent, "--judge", judge, "--judge-retry-unparsable", "no") == 0
+        assert score(run_folder.parent, "--judge", judge, "--judge-retry-unparsable", "no") == 1
         assert server.stats()["calls"] == calls + 2
     again = json.loads((run_folder / f"judged_results_{DATE}.json").read_text())
     assert again["results"]["fin_toy"] == entry

@@ -209,7 +209,16 @@ def _score(args: argparse.Namespace, judged: list[Benchmark]) -> int:
             file=sys.stderr,
         )
         return exit_status.INCOMPLETE
-    return 0
+    if judge.stats.parse_failures:
+        print(
+            f"lm-eval-fin score: error: {judge.stats.parse_failures} judge answers stayed unreadable after "
+            "every attempt; the results written leave what needed them unscored (judge_parse_failure). "
+            "Check that the judge model and its chat template suit the task; a later run re-asks them "
+            "(--judge-retry-unparsable).",
+            file=sys.stderr,
+        )
+        return exit_status.INCOMPLETE
+    return exit_status.OK
 
 
 def score_run(

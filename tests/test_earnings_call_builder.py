@@ -291,7 +291,7 @@ def test_quarter_basis_results_and_call_date(scripted_build, capsys):
     assert code == 0 and summary["transcripts"] == ["CTSO 2024-07-25"]
     assert summary["calls_held"] == "2024-07-01..2024-09-30 (call-date basis of 2024Q3)"
     code, _ = run("--judge", "hf:one-model", "--quarter", "2024Q1", "--quarter-basis", "call-date")
-    assert code == 1 and "held 2024-01-01..2024-03-31 (call-date basis of 2024Q1)" in capsys.readouterr().err
+    assert code == 2 and "held 2024-01-01..2024-03-31 (call-date basis of 2024Q1)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         run("--judge", "hf:one-model", "--quarter-basis", "fiscal")
     help_text = cli.build_parser()._subparsers._group_actions[0].choices["build"].format_help()

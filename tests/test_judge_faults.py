@@ -378,7 +378,8 @@ def test_two_processes_on_one_cache_send_each_prompt_once(judge_cache, tmp_path)
         assert server.stats()["calls"] == 30
         assert sum(s["model_calls"] for s in stats) == 30
         assert all(s["model_calls"] + s["cache_hits"] == 30 for s in stats)
-        assert sum(s["extra"].get("answered_by_other_process", 0) for s in stats) >= 1
+        # how many answers one process waited for while the other held their claims depends on
+        # how the two interleave (none when one finishes first), so it is not asserted
         assert JudgeCache(judge_cache).claims() == 0  # every claim released
 
 

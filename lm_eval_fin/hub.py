@@ -22,22 +22,28 @@ def hub_offline() -> bool:
 
 
 @functools.lru_cache(maxsize=1)
-def hub_reachable(timeout_s: float = 3.0) -> bool:
-    """One TCP connection to the hub (memoised for the process); False when offline is set."""
+def hub_unreachable(timeout_s: float = 3.0) -> str | None:
+    """Why the hub cannot be reached (the connection error's name), or None when one TCP
+    connection to it succeeds; asked once per process. Not asked when offline is set."""
     if hub_offline():
-        return False
+        return "HF_HUB_OFFLINE is set"
     try:
         socket.create_connection(HUB_ADDRESS, timeout=timeout_s).close()
-    except OSError:
-        return False
-    return True
+    except OSError as exc:
+        return type(exc).__name__
+    return None
+
+
+def hub_reachable() -> bool:
+    return hub_unreachable() is None
 
 
 def _is_path(name: str) -> bool:
     return name.startswith(("/", "./", "../", "~")) or Path(name).expanduser().exists()
 
 
-def _cached(repo_id: str) -> bool:
+def cached(repo_id: str) -> bool:
+    """``repo_id``'s config is in the local Hugging Face cache."""
     try:
         from huggingface_hub import try_to_load_from_cache
     except ImportError:  # pragma: no cover - transformers brings it
@@ -58,7 +64,7 @@ def model_problem(name: str) -> str | None:
     """
     if _is_path(name):
         return None if Path(name).expanduser().is_dir() else f"no model folder {name!r}"
-    if _cached(name) or hub_reachable():
+    if cached(name) or hub_reachable():
         return None
     why = "HF_HUB_OFFLINE is set" if hub_offline() else "the Hugging Face hub cannot be reached"
     return f"the model {name!r} is not in the local Hugging Face cache and {why}"

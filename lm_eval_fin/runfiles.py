@@ -1,0 +1,404 @@
+"""lm-eval's output folders read into plain data: the one reader of results and samples files
+(``lm-eval-fin report``, ``score``, ``agreement``, ``export`` and the tests all use it).
+
+lm-eval's EvaluationTracker writes, under ``--output_path``, one folder per model holding
+``results_<date>.json`` (figures, stderrs, task configs, versions, the run's ``config``) and,
+with ``--log_samples``, ``samples_<task>_<date>.jsonl``: one line per document and filter with
+``doc_id``, ``doc`` (the task's document; ours carry the run's settings under ``settings``),
+``resps`` (the model's raw outputs), ``filtered_resps`` (for our tasks the scored-answer record
+of :mod:`lm_eval_fin.records`), ``filter``, and the value ``process_results`` returned for
+every metric (a number, or null where it is undefined). ``<date>`` is lm-eval's run id,
+``datetime.now().isoformat()`` with ``:`` written as ``-``; a run's files share it.
+
+Reading never raises for bad input in :func:`read_results_dirs` (a folder or file that cannot
+be read becomes an :class:`Unreadable` with the reason); :func:`find_samples_files` and
+:func:`read_samples` raise :class:`SamplesError` naming the file (and line).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lm_eval_fin import records
+from lm_eval_fin.jsonl import read_jsonl
+
+RESULTS_FILE = re.compile(r"^results_(?P<date>.+)\.json$")
+SAMPLES_FILE = re.compile(
+    r"^samples_(?P<task>.+)_(?P<date>\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?)\.jsonl$"
+)
+NO_FILTER = "none"
+# lm-eval's placeholder metric of a --predict_only run: no figure
+PREDICT_ONLY_METRIC = "bypass"
+# keys of a task's results entry that are not metrics
+_NOT_METRICS = {"alias", "name", "sample_len", "samples", " "}
+
+
+class RunError(Exception):
+    """Why a run cannot be read; becomes an :class:`Unreadable`."""
+
+
+class SamplesError(ValueError):
+    """Samples that cannot be read; the message names the file (and line) and what is expected."""
+
+
+@dataclass
+class Metric:
+    """One metric of one task as lm-eval reported it (``value`` None: undefined in this run)."""
+
+    name: str  # the metric, with " (filter)" when the filter is not lm-eval's "none"
+    metric: str  # lm-eval's metric name
+    filter: str
+    value: float | None
+    stderr: Any  # a number, "N/A" or None
+    higher_is_better: bool | None
+    aggregation: str | None  # "mean", another registered aggregation's name, or None for a function
+
+
+@dataclass
+class Sample:
+    """One document of one task in one run."""
+
+    key: str  # pairs the same question across runs: the doc's own id
+    doc_id: Any
+    doc: dict
+    answer: str
+    values: dict[str, float]  # per-document metric values that are defined, by Metric.name
+    record: dict[str, Any] = field(default_factory=dict)  # the scored-answer record (records.decode)
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return run_settings(self.doc)
+
+
+@dataclass
+class TaskRun:
+    task: str
+    version: Any
+    metrics: dict[str, Metric]
+    config: dict
+    n_samples: dict
+    samples: list[Sample] = field(default_factory=list)
+    logged: bool = False  # a samples file was read
+    notes: list[str] = field(default_factory=list)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    samples_path: Path | None = None
+
+    @property
+    def defined(self) -> dict[str, Metric]:
+        """The metrics with a value in this run."""
+        return {name: m for name, m in self.metrics.items() if m.value is not None}
+
+
+@dataclass
+class Run:
+    source: Path  # the results file read
+    results_dir: Path  # the folder named on the command line
+    date: str  # lm-eval's run id (from the file name)
+    results: dict  # the whole results document
+    tasks: dict[str, TaskRun]
+
+    @property
+    def config(self) -> dict:
+        return self.results.get("config") if isinstance(self.results.get("config"), dict) else {}
+
+    @property
+    def model_args(self) -> dict:
+        return parse_model_args(self.config.get("model_args"))
+
+    @property
+    def model(self) -> str:
+        """The model's short name: the last part of its path or hub id."""
+        args = self.model_args
+        name = next(
+            (str(args[k]) for k in ("pretrained", "model", "model_name", "path") if args.get(k)),
+            str(self.results.get("model_name") or self.config.get("model") or "unknown model"),
+        )
+        return name.rstrip("/").rsplit("/", 1)[-1] or name
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    path: Path
+    reason: str
+
+
+@dataclass(frozen=True)
+class SamplesFile:
+    path: Path
+    task: str
+    date: str  # lm-eval's run id; "" for a file renamed by hand
+
+    @property
+    def run_key(self) -> tuple[Path, str]:
+        return self.path.parent, self.date
+
+    @property
+    def results_path(self) -> Path | None:
+        """The results file of the same run, when it is there."""
+        path = self.path.parent / f"results_{self.date}.json"
+        return path if self.date and path.is_file() else None
+
+
+def parse_model_args(value: Any) -> dict:
+    """lm-eval keeps ``model_args`` as a dict (0.4.9+) or as its "k=v,k=v" string."""
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, str) and value.strip():
+        pairs = (part.partition("=") for part in value.split(","))
+        return {key.strip(): val.strip() for key, sep, val in pairs if sep and key.strip()}
+    return {}
+
+
+def as_float(value: Any) -> float | None:
+    """A metric value as a float; None for what is not a number (null, lists, texts, bools)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def run_settings(doc: Any) -> dict[str, Any]:
+    """The settings a document of ours was run with (``doc["settings"]``, JSON text: the judge
+    spec and options and the benchmark's settings); {} for a document without them."""
+    text = doc.get("settings") if isinstance(doc, dict) else None
+    try:
+        settings = json.loads(text) if isinstance(text, str) else None
+    except json.JSONDecodeError:
+        settings = None
+    return settings if isinstance(settings, dict) else {}
+
+
+def answer_of(sample: dict[str, Any]) -> str:
+    """The model's answer in a logged sample: the scored-answer record's ``answer``, else the
+    filtered response's text, else the raw response's; "" when none holds text.
+
+    >>> answer_of({"resps": [["raw"]], "filtered_resps": ["filtered"]})
+    'filtered'
+    >>> answer_of({"resps": [[]]})
+    ''
+    """
+    for key in ("filtered_resps", "resps"):
+        answer = records.decode(sample.get(key))["answer"]
+        if answer:
+            return answer
+    return ""
+
+
+def raw_answer(sample: dict[str, Any]) -> str:
+    """The model's raw output in a logged sample (``resps``), before any filter."""
+    value = sample.get("resps")
+    while isinstance(value, list) and value:
+        value = value[0]
+    return value if isinstance(value, str) else ""
+
+
+# ----------------------------------------------------------------------------- results
+
+
+def _metric_list(config: dict) -> dict[str, dict]:
+    entries = config.get("metric_list") if isinstance(config, dict) else None
+    return {str(e["metric"]): e for e in entries or [] if isinstance(e, dict) and "metric" in e}
+
+
+def task_metrics(task: str, entry: dict, results: dict) -> dict[str, Metric]:
+    """The metrics of one task's results entry (``"metric,filter"`` keys) in their order; a
+    null value is an undefined metric (kept, ``value`` None)."""
+    config = (results.get("configs") or {}).get(task) or {}
+    listed = _metric_list(config)
+    higher = (results.get("higher_is_better") or {}).get(task) or {}
+    metrics: dict[str, Metric] = {}
+    for key, value in entry.items():
+        if key in _NOT_METRICS or "," not in key:
+            continue
+        metric, _, filter_name = key.partition(",")
+        if metric.endswith("_stderr") or metric == PREDICT_ONLY_METRIC:
+            continue
+        number = as_float(value)
+        if number is None and value is not None:
+            continue
+        name = metric if filter_name == NO_FILTER else f"{metric} ({filter_name})"
+        aggregation = listed.get(metric, {}).get("aggregation")
+        metrics[name] = Metric(
+            name=name,
+            metric=metric,
+            filter=filter_name,
+            value=number,
+            stderr=entry.get(f"{metric}_stderr,{filter_name}"),
+            higher_is_better=higher.get(metric, listed.get(metric, {}).get("higher_is_better")),
+            # lm-eval writes a function aggregation as its source code; a name is a registered one
+            aggregation=aggregation if isinstance(aggregation, str) and "\n" not in aggregation else None,
+        )
+    return metrics
+
+
+def question_key(doc: Any, sample: dict) -> str:
+    """The question's id: the doc's own ``id`` (stable across models and settings, unlike
+    lm-eval's doc_hash, which covers every field of the doc), else lm-eval's doc_hash, else
+    its doc_id."""
+    if isinstance(doc, dict) and isinstance(doc.get("id"), (str, int)) and not isinstance(doc.get("id"), bool):
+        return str(doc["id"])
+    return str(sample.get("doc_hash") or sample.get("doc_id"))
+
+
+def task_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], list[str], str]:
+    """The samples of one task from lm-eval's samples file: each document's defined metric
+    values and scored-answer record, notes, and a digest of lm-eval's per-sample prompt hashes
+    (equal digests: the same prompts, chat template included)."""
+    by_filter: dict[str, list[Metric]] = {}
+    for metric in metrics.values():
+        by_filter.setdefault(metric.filter, []).append(metric)
+    samples: dict[str, Sample] = {}
+    seen: set[tuple[str, str]] = set()
+    notes: list[str] = []
+    prompts = hashlib.sha256()
+    duplicates = 0
+    for where, line in read_jsonl(path, RunError):
+        if not isinstance(line, dict) or "doc" not in line:
+            raise RunError(f"{where}: not an lm-eval sample (no 'doc')")
+        doc = line["doc"] if isinstance(line["doc"], dict) else {"value": line["doc"]}
+        key, filter_name = question_key(doc, line), str(line.get("filter", NO_FILTER))
+        if (key, filter_name) in seen:  # lm-eval writes one line per document and filter
+            duplicates += 1
+            continue
+        seen.add((key, filter_name))
+        prompts.update(str(line.get("prompt_hash", "")).encode("utf-8"))
+        sample = samples.get(key)
+        if sample is None:
+            record = records.decode(line.get("filtered_resps"))
+            sample = samples[key] = Sample(key, line.get("doc_id"), doc, answer_of(line), {}, record)
+        for metric in by_filter.get(filter_name, []):
+            value = as_float(line.get(metric.metric))
+            if value is not None:
+                sample.values[metric.name] = value
+    if duplicates:
+        notes.append(f"{duplicates} samples repeat a question id of this task; the first of each is shown")
+    return list(samples.values()), notes, prompts.hexdigest()
+
+
+def read_run(results_path: Path, results_dir: Path) -> Run:
+    """One lm-eval run: its results file, and its samples files where they were logged.
+    Raises :class:`RunError` when the results file itself cannot be used. Tasks with no
+    figure (a ``--predict_only`` run) are left out."""
+    match = RESULTS_FILE.match(results_path.name)
+    if not match:
+        raise RunError(f"{results_path.name} is not named like lm-eval's results_<date>.json")
+    date = match["date"]
+    try:
+        results = json.loads(results_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RunError(f"cannot read {results_path}: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise RunError(f"{results_path} is not JSON ({exc.msg}, line {exc.lineno})") from None
+    if not isinstance(results, dict) or not isinstance(results.get("results"), dict) or not results["results"]:
+        raise RunError(f"{results_path} has no 'results' section: not an lm-eval results file")
+    folder = results_path.parent
+    tasks = {}
+    for task, entry in results["results"].items():
+        if not isinstance(entry, dict):
+            continue
+        metrics = task_metrics(task, entry, results)
+        if not metrics:
+            continue
+        task_run = TaskRun(
+            task=task,
+            version=(results.get("versions") or {}).get(task),
+            metrics=metrics,
+            config=(results.get("configs") or {}).get(task) or {},
+            n_samples=(results.get("n-samples") or {}).get(task) or {},
+        )
+        samples_path = folder / f"samples_{task}_{date}.jsonl"
+        if samples_path.is_file():
+            try:
+                task_run.samples, task_run.notes, prompts = task_samples(samples_path, metrics)
+                task_run.logged = True
+                task_run.samples_path = samples_path
+                task_run.provenance["prompts hash (of lm-eval's per-sample prompt hashes)"] = prompts
+            except (RunError, OSError, UnicodeDecodeError) as exc:
+                task_run.notes.append(f"samples not read ({exc}); intervals from lm-eval's stderr")
+        tasks[task] = task_run
+    if not tasks:
+        raise RunError(f"{results_path} reports no figure (a --predict_only run: score it with `lm-eval-fin score`)")
+    return Run(results_path, results_dir, date, results, tasks)
+
+
+def results_files(path: Path) -> list[Path]:
+    """The results files of one lm-eval output folder (or the file itself), in date order."""
+    if path.is_file():
+        return [path]
+    found = [p for p in path.rglob("results_*.json") if RESULTS_FILE.match(p.name)]
+    return sorted(found, key=lambda p: (RESULTS_FILE.match(p.name)["date"], str(p)))  # type: ignore[index]
+
+
+def read_results_dirs(paths: Iterable[str | Path]) -> tuple[list[Run], list[Unreadable]]:
+    """Every run under the given lm-eval output folders, and what could not be read."""
+    runs: list[Run] = []
+    unreadable: list[Unreadable] = []
+    for given in paths:
+        path = Path(given).expanduser()
+        if not path.exists():
+            unreadable.append(Unreadable(path, "does not exist"))
+            continue
+        files = results_files(path)
+        if not files:
+            unreadable.append(Unreadable(path, "holds no results_<date>.json: not an lm-eval --output_path folder"))
+            continue
+        for file in files:
+            try:
+                runs.append(read_run(file, path))
+            except RunError as exc:
+                unreadable.append(Unreadable(file, str(exc)))
+            except Exception as exc:  # noqa: BLE001 - one broken run must not stop the reader
+                unreadable.append(Unreadable(file, f"unexpected {type(exc).__name__}: {exc}"))
+    return runs, unreadable
+
+
+# ------------------------------------------------------------------------------ samples
+
+
+def find_samples_files(path: Path, tasks: list[str] | None = None) -> list[SamplesFile]:
+    """The samples files at ``path`` (one file, or a folder searched recursively); ``tasks``
+    keeps those of these tasks and names the task of a single file renamed by hand."""
+    if not path.exists():
+        raise SamplesError(f"{path} does not exist")
+    if path.is_file():
+        match = SAMPLES_FILE.match(path.name)
+        if match:
+            if tasks and match["task"] not in tasks:
+                raise SamplesError(f"{path.name} holds task {match['task']!r}, not one of --tasks {tasks}")
+            return [SamplesFile(path, match["task"], match["date"])]
+        if tasks and len(tasks) == 1:
+            return [SamplesFile(path, tasks[0], "")]
+        raise SamplesError(
+            f"cannot tell the task of {path.name}: lm-eval names samples files "
+            "samples_<task>_<date>.jsonl; pass --tasks <task> for a renamed file"
+        )
+    found = []
+    for candidate in sorted(path.rglob("samples_*.jsonl")):
+        match = SAMPLES_FILE.match(candidate.name)
+        if match and (not tasks or match["task"] in tasks):
+            found.append(SamplesFile(candidate, match["task"], match["date"]))
+    if not found:
+        which = f" for tasks {tasks}" if tasks else ""
+        raise SamplesError(
+            f"no lm-eval samples files{which} under {path}; run lm_eval with --log_samples (and --output_path) first"
+        )
+    return found
+
+
+def read_samples(path: Path) -> list[dict]:
+    """Every line of one samples file, each checked to look like lm-eval's."""
+    samples = []
+    for where, sample in read_jsonl(path, SamplesError):
+        if not isinstance(sample, dict) or "doc" not in sample or not (
+            "resps" in sample or "filtered_resps" in sample
+        ):
+            raise SamplesError(f"{where}: not an lm-eval sample (needs doc and resps or filtered_resps)")
+        samples.append(sample)
+    if not samples:
+        raise SamplesError(f"{path} holds no samples")
+    return samples

@@ -238,6 +238,14 @@ def bertscore_f1(
 # ------------------------------------------------------------------------------------ BLEU
 
 
+def sentence_bleu(prediction: str | None, reference: str | None) -> float:
+    """BLEU of one prediction against its reference (sacrebleu's sentence BLEU: 13a
+    tokenisation, exponential smoothing, effective order), on a 0..1 scale."""
+    import sacrebleu
+
+    return min(1.0, sacrebleu.sentence_bleu(prediction or "", [reference or ""]).score / 100.0)
+
+
 def bleu(predictions: Sequence[str | None], references: Sequence[str | None]) -> float:
     """Corpus-level BLEU with sacrebleu's defaults (13a tokenisation, exponential smoothing),
     one reference per prediction, on a 0..1 scale. 0.0 for an empty corpus."""

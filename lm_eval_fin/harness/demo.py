@@ -20,43 +20,20 @@ from lm_eval_fin import paths
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.run import run_harness
 
-# Shorter answers than the tasks' budgets keep the demo within a few minutes on 2 cores.
-DEMO_ANSWER_TOKENS = {"fin_ems": 384, "fin_lfqa": 384}
-# The figures the summary shows for each task (the results files hold them all).
-HEADLINES = {
-    "fin_agentbench_doc": ("ndcg@5", "map@5", "mrr@5", "parse_failure"),
-    "fin_agentbench_chunk": ("ndcg@10", "map@10", "mrr@10", "parse_failure"),
-    "fin_ems": ("ems_offline_bertscore_f1", "ems_offline_rouge_f1", "rouge_l_f1", "bertscore_f1"),
-    "fin_lfqa": ("numeric_f1", "evidence_f1", "code_exec_rate", "rouge_l", "parse_failure"),
-}
-NOTES = {
-    "fin_agentbench_chunk": "a 135M model seldom writes an index list for a 12-chunk prompt: its parse failures "
-    "are real, not a bug (try a larger model, e.g. with --model vllm)",
-}
 
-
-def demo_runs(output_path: str, limit: int | None) -> dict[str, list[str]]:
+def demo_runs(output_path: str, limit: int | None, benchmarks: Sequence[Benchmark]) -> dict[str, list[str]]:
     """Benchmark -> lm-eval arguments of its demo run."""
     model = ["--model", "hf", "--model_args", f"pretrained={paths.embedded_model()},dtype=float32",
              "--apply_chat_template", "--batch_size", "1"]
-    metadata = {
-        "fin_agentbench": {"data_path": str(paths.data_path("finagentbench_demo"))},
-        "fin_ems": {"data_path": str(paths.data_path("ems_demo")), "judge": "none", "bertscore_model": "offline",
-                    "max_gen_toks": DEMO_ANSWER_TOKENS["fin_ems"]},
-        "fin_lfqa": {"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), "judge": "none",
-                     "bertscore_model": "offline"},
-    }
-    extra = {
-        "fin_ems": ["--gen_kwargs", f"max_gen_toks={DEMO_ANSWER_TOKENS['fin_ems']}"],
-        "fin_lfqa": ["--gen_kwargs", f"max_gen_toks={DEMO_ANSWER_TOKENS['fin_lfqa']}", "--confirm_run_unsafe_code"],
-    }
     runs = {}
-    for benchmark, task_metadata in metadata.items():
-        argv = [*model, "--tasks", benchmark, "--metadata", json.dumps(task_metadata), *extra.get(benchmark, []),
-                "--output_path", str(Path(output_path) / benchmark), "--log_samples"]
+    for benchmark in benchmarks:
+        if benchmark.demo is None:
+            continue
+        argv = [*model, "--tasks", benchmark.name, "--metadata", json.dumps(benchmark.demo.metadata()),
+                *benchmark.demo.arguments, "--output_path", str(Path(output_path) / benchmark.name), "--log_samples"]
         if limit:
             argv += ["--limit", str(limit)]
-        runs[benchmark] = argv
+        runs[benchmark.name] = argv
     return runs
 
 
@@ -66,27 +43,29 @@ def latest_results(folder: Path) -> dict:
     return json.loads(found[-1].read_text(encoding="utf-8")) if found else {}
 
 
-def summary(output_path: Path, seconds: dict[str, float]) -> str:
+def summary(output_path: Path, seconds: dict[str, float], benchmarks: Sequence[Benchmark]) -> str:
     """What ran, how long, the headline figures and where the files are."""
+    headlines = {task: names for b in benchmarks for task, names in b.headline.items()}
+    notes = {task: note for b in benchmarks if b.demo for task, note in b.demo.notes.items()}
     lines = ["", "lm-eval-fin demo: SmolLM2-135M-Instruct (embedded) on the shipped synthetic samples, CPU, offline"]
     for benchmark, took in seconds.items():
         folder = output_path / benchmark
         results = latest_results(folder).get("results", {})
         lines.append(f"  {benchmark}: {took:.0f} s, results and samples in {folder}")
         for task, figures in results.items():
-            shown = [f"{name} {figures[f'{name},none']:.3f}" for name in HEADLINES.get(task, ())
+            shown = [f"{name} {figures[f'{name},none']:.3f}" for name in headlines.get(task, ())
                      if isinstance(figures.get(f"{name},none"), (int, float))]
             if shown:
                 lines.append(f"    {task}: " + ", ".join(shown))
-            if task in NOTES:
-                lines.append(f"      note: {NOTES[task]}")
+            if task in notes:
+                lines.append(f"      note: {notes[task]}")
     lines.append(f"  total {sum(seconds.values()):.0f} s; everything is under {output_path}")
     return "\n".join(lines)
 
 
 def run_demo(output_path: str, limit: int | None, benchmarks: Sequence[Benchmark]) -> int:
     seconds = {}
-    for benchmark, argv in demo_runs(output_path, limit).items():
+    for benchmark, argv in demo_runs(output_path, limit, benchmarks).items():
         started = time.perf_counter()
         status = run_harness(argv, benchmarks)  # lm-eval raises on failure, which stops the demo
         seconds[benchmark] = time.perf_counter() - started
@@ -95,6 +74,6 @@ def run_demo(output_path: str, limit: int | None, benchmarks: Sequence[Benchmark
     from lm_eval_fin.report import write_report
 
     page = write_report([Path(output_path) / benchmark for benchmark in seconds], Path(output_path) / "report")
-    print(summary(Path(output_path), seconds))
+    print(summary(Path(output_path), seconds, benchmarks))
     print(f"  report: {page} (open it in a browser; leaderboard.md and leaderboard.csv beside it)")
     return 0

@@ -71,6 +71,11 @@ def trace_key(task: str, doc: dict) -> tuple[str, str]:
     return task, str(doc.get("id"))
 
 
+def keep_trace(task: str, doc: dict, trace: dict) -> None:
+    """Keep what a protocol did for this document of ``task`` until the task takes it."""
+    _TRACES[trace_key(task, doc)] = trace
+
+
 def take_trace(task: str, doc: dict) -> dict | None:
     """What the protocol did for this document of ``task`` (removed once taken), or None."""
     return _TRACES.pop(trace_key(task, doc), None)
@@ -124,7 +129,7 @@ class MultiStepLM(LM):
             outcomes = _PROTOCOLS[name]([r.doc for r in chosen], first, self._generator(chosen))
             for position, request, (text, trace) in zip(positions, chosen, outcomes):
                 replies[position] = text
-                _TRACES[trace_key(request.task_name, request.doc)] = trace
+                keep_trace(request.task_name, request.doc, trace)
         return replies
 
     def _generator(self, requests: Sequence[Instance]) -> Generate:

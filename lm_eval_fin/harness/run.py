@@ -7,9 +7,8 @@ argument parsing is re-implemented. Before lm-eval starts, every task of ours th
 is checked the way its dataset will load (metadata keys, judge spec and options, the data
 itself), each problem one line and exit status 2: a run that cannot finish fails before hours
 of generation, not after. The judge flags reach the tasks as ``$LM_EVAL_FIN_JUDGE`` and
-``$LM_EVAL_FIN_JUDGE_OPTIONS``; fin_ems's per-document details go under lm-eval's
-``--output_path``. When a judge failed on some documents, the command exits with status 1 after
-lm-eval has written its results. Our model wrapper, ``--model fin-refine``
+``$LM_EVAL_FIN_JUDGE_OPTIONS``. When a judge failed on some documents, the command exits with
+status 1 after lm-eval has written its results. Our model wrapper, ``--model fin-refine``
 (:mod:`lm_eval_fin.harness.multistep`), is registered before lm-eval resolves the model name.
 """
 
@@ -24,7 +23,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 from lm_eval_fin import exit_status, paths
-from lm_eval_fin.harness import corpus, outputs, taskfiles
+from lm_eval_fin.harness import stage, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.judge.options import (
     JUDGE_ENV,
@@ -153,12 +152,41 @@ def check_tasks(tasks: Sequence[str], metadata: Mapping, benchmarks: Sequence[Be
                 benchmark.check_usable(settings)
             except (ValueError, OSError, RuntimeError) as exc:
                 raise RunError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-            if benchmark.rescore is not None and settings.judge:
+            if benchmark.judged and settings.judge:
                 judges.add(settings.judge)
     for spec in sorted(judges):
         problem = judge_problem(parse_spec(spec))
         if problem is not None:
             raise RunError(problem)
+
+
+def call_lm_eval(args: Sequence[str], environment: Mapping[str, str]) -> list[stage.JudgeFailures]:
+    """lm-eval's own CLI on ``args`` (our task folder included) with ``environment`` set; the
+    judge failures its tasks recorded. lm-eval raises on its own errors."""
+    from lm_eval.__main__ import cli_evaluate
+
+    from lm_eval_fin.harness import multistep  # noqa: F401 - registers --model fin-refine
+
+    saved_argv = sys.argv
+    sys.argv = harness_argv(list(args))
+    failures_before = len(stage.FAILURES)
+    try:
+        with environment_set(environment):
+            cli_evaluate()
+    finally:
+        sys.argv = saved_argv
+    return stage.FAILURES[failures_before:]
+
+
+def report_failures(prog: str, failures: Sequence[stage.JudgeFailures]) -> None:
+    for failure in failures:
+        cause = f" (first error: {failure.first_error})" if failure.first_error else ""
+        print(
+            f"{prog}: error: {failure.task}: the judge failed on {failure.failed} and answered unreadably "
+            f"on {failure.unparsed} of {failure.documents} documents{cause}; their judged values are null in the "
+            "results and samples. Run the same command again to resume from the judge cache.",
+            file=sys.stderr,
+        )
 
 
 def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
@@ -176,26 +204,6 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
     except RunError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exit_status.USAGE
-    if not os.environ.get(outputs.DETAILS_ENV):
-        outputs.set_details_dir_from_argv(args, environment)
-    from lm_eval.__main__ import cli_evaluate
-
-    from lm_eval_fin.harness import multistep  # noqa: F401 - registers --model fin-refine
-
-    saved_argv = sys.argv
-    sys.argv = harness_argv(args)
-    failures_before = len(corpus.FAILURES)
-    try:
-        with environment_set(environment):
-            cli_evaluate()
-    finally:
-        sys.argv = saved_argv
-    failures = corpus.FAILURES[failures_before:]
-    for failure in failures:
-        print(
-            f"{PROG}: error: {failure.task}: the judge failed on {failure.failed} and answered unreadably "
-            f"on {failure.unparsed} of {failure.documents} documents (first error: {failure.first_error}); "
-            "the results leave them out. Run the same command again to resume from the judge cache.",
-            file=sys.stderr,
-        )
+    failures = call_lm_eval(args, environment)
+    report_failures(PROG, failures)
     return exit_status.INCOMPLETE if failures else exit_status.OK

@@ -1,7 +1,7 @@
 """The task YAMLs read as data: the one place for generation settings and metric names.
 
-Python code that needs a value a task YAML sets (a metric's ``higher_is_better`` for
-``lm-eval-fin score``, the answer budget ``max_gen_toks`` for fitting prompts to the context)
+Python code that needs a value a task YAML sets (the metrics ``process_results`` returns, the
+answer budget ``max_gen_toks`` for fitting prompts to the context)
 reads it here instead of repeating it. ``!function`` tags are kept as their text and
 ``include`` is followed, as lm-eval does.
 """
@@ -68,6 +68,11 @@ def task_config(task: str) -> dict[str, Any]:
     if task not in configs:
         raise KeyError(f"no task {task!r} in {paths.tasks_dir()}; tasks: {sorted(configs)}")
     return configs[task]
+
+
+def metric_names(task: str) -> list[str]:
+    """The metrics of the task's ``metric_list``, in order."""
+    return [str(entry["metric"]) for entry in task_config(task).get("metric_list") or [] if isinstance(entry, dict)]
 
 
 def higher_is_better(task: str) -> dict[str, bool]:

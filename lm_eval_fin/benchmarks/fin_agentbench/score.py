@@ -12,20 +12,24 @@ from lm_eval_fin.ranking import parse_ranking, rank_metrics
 DEPTHS = (5, 10)
 
 
-class UngradedError(ValueError):
-    """A record of an eval file: it has no grades to score against."""
-
-
-def score_answer(doc: dict[str, Any], answer: str, gain: str, depths: Sequence[int] = DEPTHS) -> dict[str, float]:
-    """nDCG, MAP and MRR at each depth of one answer, and whether it was a parse failure (an
-    unparsable answer is an empty ranking: every score 0)."""
-    if not doc["qrel"]:
-        raise UngradedError(
-            f"record {doc['id']} has no 'qrel' (an eval file without grades): it cannot be "
-            "scored; run it with --predict_only --log_samples to collect the rankings"
-        )
+def read_ranking(doc: dict[str, Any], answer: str) -> list[int] | None:
+    """The candidate ids of the answer in its order (None: no ranking could be read)."""
     labels = {int(key): label for key, label in json.loads(doc["labels"]).items()}
-    ranking = parse_ranking(answer, doc["candidates"], labels=labels)
+    return parse_ranking(answer, doc["candidates"], labels=labels)
+
+
+def gold_ranking(doc: dict[str, Any]) -> list[int]:
+    """The candidates of a graded document, best grade first (ties in candidate order): the
+    task's target, and a perfect answer."""
+    qrel = {int(key): float(grade) for key, grade in json.loads(doc["qrel"] or "{}").items()}
+    return sorted(qrel, key=lambda candidate: (-qrel[candidate], candidate))
+
+
+def score_ranking(
+    doc: dict[str, Any], ranking: Sequence[int] | None, gain: str, depths: Sequence[int] = DEPTHS
+) -> dict[str, float]:
+    """nDCG, MAP and MRR at each depth of a ranking, and whether it was a parse failure (an
+    unreadable answer is an empty ranking: every score 0)."""
     qrel = json.loads(doc["qrel"])
     scores: dict[str, float] = {}
     for k in depths:

@@ -14,14 +14,16 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
+from lm_eval_fin import paths
 from lm_eval_fin.benchmarks.fin_agentbench import data
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import fit_chunks
-from lm_eval_fin.benchmarks.fin_agentbench.score import score_answer
+from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, read_ranking, score_ranking
 from lm_eval_fin.harness import taskfiles
-from lm_eval_fin.harness.benchmark import Benchmark
+from lm_eval_fin.harness.benchmark import Benchmark, Demo
 from lm_eval_fin.harness.fitting import PromptFitter, prompt_fitter
-from lm_eval_fin.harness.settings import RunSettings, Setting, one_of, optional, positive_int, text
-from lm_eval_fin.harness.task import model_answer, require_data_path, total
+from lm_eval_fin.harness.settings import RunSettings, Setting, SettingsError, one_of, optional, positive_int, text
+from lm_eval_fin.harness.stage import predict_only
+from lm_eval_fin.harness.task import mean_defined, metric_values, require_data_path, scored_record, total
 from lm_eval_fin.ranking import GAINS
 
 logger = logging.getLogger(__name__)
@@ -63,35 +65,50 @@ def fit_documents(documents: list[dict], fitter: PromptFitter | None, task: str 
     return fitted
 
 
-def _load(task: str, metadata: dict[str, Any]) -> dict:
-    settings = BENCHMARK.read_settings(task, metadata)
-    documents = data.to_documents(_records(task, settings), with_labels=TASKS[task] == "document")
-    if task == CHUNK_TASK:
-        budget = settings["max_gen_toks"] or taskfiles.max_gen_toks(task)
-        documents = fit_documents(documents, prompt_fitter(metadata, budget, task), task)
-    return BENCHMARK.dataset("test", documents, settings)
+def _documents(task: str, metadata: dict[str, Any]):
+    def documents(settings: RunSettings) -> tuple[list[dict], RunSettings]:
+        docs = data.to_documents(_records(task, settings), with_labels=TASKS[task] == "document")
+        ungraded = [doc["id"] for doc in docs if not doc["qrel"]]
+        if ungraded and not predict_only():
+            raise SettingsError(
+                f"{task}: {len(ungraded)} record(s) have no 'qrel' (an eval file without grades, first "
+                f"{ungraded[0]}): they cannot be scored; run them with --predict_only --log_samples to collect rankings"
+            )
+        if task == CHUNK_TASK:
+            budget = settings["max_gen_toks"] or taskfiles.max_gen_toks(task)
+            docs = fit_documents(docs, prompt_fitter(metadata, budget, task), task)
+        return docs, settings
+
+    return documents
 
 
 def load_document_ranking(**metadata: Any) -> dict:
-    return _load("fin_agentbench_doc", metadata)
+    return BENCHMARK.load("fin_agentbench_doc", metadata, _documents("fin_agentbench_doc", metadata))
 
 
 def load_chunk_ranking(**metadata: Any) -> dict:
-    return _load(CHUNK_TASK, metadata)
+    return BENCHMARK.load(CHUNK_TASK, metadata, _documents(CHUNK_TASK, metadata))
 
 
-def _process(doc: dict, results: Sequence[str]) -> dict[str, float]:
+def doc_to_target(doc: dict) -> str:
+    """The gold ranking, best first, written as the prompt asks for an answer (an eval file's
+    ungraded document: empty)."""
+    return "[" + ", ".join(str(candidate) for candidate in gold_ranking(doc)) + "]" if doc["qrel"] else ""
+
+
+def read_rankings(answers: Sequence[str], docs: Sequence[dict], settings: RunSettings) -> list[dict]:
+    """The filter stage: each answer's ranking as read (None when unreadable)."""
+    return [{"ranking": read_ranking(doc, answer)} for doc, answer in zip(docs, answers)]
+
+
+def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None]:
+    record = scored_record(results)
     settings = RunSettings.from_json(doc["settings"])
-    answer, truncated = model_answer(results)
-    return {**score_answer(doc, answer, gain=settings["gain"]), "truncated_answers": truncated}
-
-
-def process_results_doc(doc: dict, results: Sequence[str]) -> dict[str, float]:
-    return _process(doc, results)
-
-
-def process_results_chunk(doc: dict, results: Sequence[str]) -> dict[str, float]:
-    return {**_process(doc, results), "truncated_documents": float(doc.get("truncated", False))}
+    values: dict[str, Any] = {**score_ranking(doc, record.get("ranking"), gain=settings["gain"]),
+                              "truncated_answers": record.get("truncated_answer", False)}
+    if settings.task == CHUNK_TASK:
+        values["truncated_documents"] = doc.get("truncated", False)
+    return metric_values(settings, values)
 
 
 BENCHMARK = Benchmark(
@@ -103,9 +120,20 @@ BENCHMARK = Benchmark(
         Setting("max_gen_toks", None, optional(positive_int), "answer budget chunk prompts leave room for"),
     ),
     check_data=_records,
+    score=read_rankings,
+    headline={
+        "fin_agentbench_doc": ("ndcg@5", "map@5", "mrr@5", "parse_failure"),
+        "fin_agentbench_chunk": ("ndcg@10", "map@10", "mrr@10", "parse_failure"),
+    },
+    demo=Demo(
+        metadata=lambda: {"data_path": str(paths.data_path("finagentbench_demo"))},
+        notes={"fin_agentbench_chunk": "a 135M model seldom writes an index list for a 12-chunk prompt: its parse "
+               "failures are real, not a bug (try a larger model, e.g. with --model vllm)"},
+    ),
 )
+score_answers = BENCHMARK.filter_function()
 
 __all__ = [
-    "BENCHMARK", "load_chunk_ranking", "load_document_ranking", "process_results_chunk", "process_results_doc",
-    "total",
+    "BENCHMARK", "doc_to_target", "load_chunk_ranking", "load_document_ranking", "mean_defined", "process_results",
+    "score_answers", "total",
 ]

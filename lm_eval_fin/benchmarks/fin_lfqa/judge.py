@@ -8,7 +8,7 @@ request per document, all in one batch; unreadable replies are asked again.
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -114,36 +114,35 @@ def judge_answers(
     return complete_parsed_answers(judge, requests, parse_verdict, desc="FinLFQA judge", max_attempts=max_attempts)
 
 
-def summarise_verdicts(
-    verdicts: Sequence[JudgeVerdict | None], errors: Sequence[str | None] | None = None
-) -> dict[str, float]:
-    """Means over the documents the judge scored. Over all documents: ``judge_failure``, the
-    share whose judge request failed for good (``errors``, one per document, None where the
-    judge answered), and ``judge_parse_failure``, the share it answered unreadably."""
-    errors = list(errors) if errors is not None else [None] * len(verdicts)
-    scored = [v for v in verdicts if v is not None]
-    failed = sum(error is not None for error in errors)
-
-    def mean(values: list[float]) -> float:
-        return sum(values) / len(values) if values else math.nan
-
-    def rate(count: int) -> float:
-        return count / len(verdicts) if verdicts else math.nan
-
+def judge_details(answer: ParsedAnswer | None, spec: str | None, error: str | None = None) -> dict[str, Any]:
+    """The judge part of a document's record: which judge and prompts, its reply, why it
+    failed, and the scores when it gave a readable verdict. No judge configured: ``spec``
+    None. ``error`` without an answer: the judge could not be used for the run."""
+    verdict = answer.value if answer is not None else None
     return {
-        "judge_score": mean([v.total for v in scored]),
-        "judge_accuracy": mean([v.accuracy for v in scored]),
-        "judge_numerical": mean([v.numerical_correctness for v in scored]),
-        "judge_entailment": mean([v.evidence_entailment for v in scored]),
-        "judge_parse_failure": rate(sum(v is None and e is None for v, e in zip(verdicts, errors))),
-        "judge_failure": rate(failed),
-        "judge_skipped": 0.0,
+        "spec": spec,
+        "prompt_version": JUDGE_PROMPTS_HASH if spec is not None else None,
+        "reply": answer.text if answer is not None else None,
+        "error": answer.error if answer is not None else error,
+        "scores": dataclasses.asdict(verdict) if verdict is not None else None,
     }
 
 
-def summarise_answers(answers: Sequence[ParsedAnswer]) -> dict[str, float]:
-    """:func:`summarise_verdicts` of the answers of :func:`judge_answers`."""
-    return summarise_verdicts([a.value for a in answers], [a.error for a in answers])
-
-
-SKIPPED_JUDGE = {**dict.fromkeys(JUDGE_METRICS, math.nan), "judge_skipped": 1.0}
+def judge_values(details: Mapping[str, Any] | None) -> dict[str, float | None]:
+    """The judge metrics of one document from its record's judge part: the three criteria
+    (1..5) and their sum (3..15) where the judge gave a verdict, else None; whether the judge
+    failed (``judge_failure``), answered unreadably (``judge_parse_failure``) or was not
+    configured (``judge_skipped``, the other figures then undefined)."""
+    if not details or details.get("spec") is None:
+        return {**dict.fromkeys(JUDGE_METRICS), "judge_skipped": 1.0}
+    scores = details.get("scores")
+    failed = details.get("error") is not None
+    return {
+        "judge_score": None if scores is None else float(sum(scores[name] for name in JUDGE_CRITERIA)),
+        "judge_accuracy": None if scores is None else float(scores["accuracy"]),
+        "judge_numerical": None if scores is None else float(scores["numerical_correctness"]),
+        "judge_entailment": None if scores is None else float(scores["evidence_entailment"]),
+        "judge_failure": float(failed),
+        "judge_parse_failure": float(scores is None and not failed),
+        "judge_skipped": 0.0,
+    }

@@ -93,7 +93,7 @@ def build_prompt(doc: dict) -> str:
         + _ATTRIBUTE_LINES.format(code=_E2E_CODE)
         + f"\n\nAn example of the format (made-up companies ABC and XYZ):\n{_FORMAT_EXAMPLE}\n\n"
         f"{_reports(doc)}\n\nQuestion: {doc['question']}\n\n{_knowledge(doc)}\n\n"
-        "Answer the question in numbered clauses, each with its Evidence, Code and Knowledge.\n\nAnswer:\n"
+        "Answer the question in numbered clauses, each with its Evidence, Code and Knowledge.\n\nAnswer:"
     )
 
 
@@ -105,7 +105,7 @@ def build_answer_prompt(doc: dict) -> str:
         "one full sentence stating one fact-based financial insight. Do not use sub-bullets, headings or "
         "formatting symbols such as dashes, asterisks or bold text, and do not add explanations inside a clause.\n\n"
         f"An example of the format (made-up companies ABC and XYZ):\n{_ANSWER_EXAMPLE}\n\n"
-        f"{_reports(doc)}\n\nQuestion: {doc['question']}\n\nAnswer:\n"
+        f"{_reports(doc)}\n\nQuestion: {doc['question']}\n\nAnswer:"
     )
 
 

@@ -1,19 +1,18 @@
-"""FinLFQA scores: per document (pure) and over a run (code execution, BERTScore).
+"""FinLFQA scores, per document.
 
-Per document, from the answer parsed by :func:`lm_eval_fin.attribution.parse_answer`:
-numeric P/R/F1 of the clause texts (section 4.2), evidence P/R/F1 over (company, paragraph)
-pairs and knowledge recall (section 4.3; NaN, and counted in ``knowledge_skipped``, where the
+From the answer parsed by :func:`lm_eval_fin.attribution.parse_answer` (pure): numeric P/R/F1
+of the clause texts (section 4.2), evidence P/R/F1 over (company, paragraph) pairs and
+knowledge recall (section 4.3; undefined, and counted in ``knowledge_skipped``, where the
 reference cites no knowledge), ROUGE-L, the number of code snippets and whether the answer was
-a parse failure. Over the run: the code execution rate (every snippet of the run in the
-sandbox, micro average) with the failures by category beside it, and BERTScore F1 of the
-clause texts.
+a parse failure. What needs all answers at once, in lm-eval's filter stage: every snippet in
+the sandbox (:func:`run_code`; the answer's execution rate and failure shares follow from its
+outcomes, :func:`code_values`) and BERTScore F1 of the clause texts (one model load).
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lm_eval_fin import attribution, numbers, textsim
@@ -55,7 +54,7 @@ def answer_data(doc: dict, answer: str, parsed: attribution.ParsedAnswer | None 
     }
 
 
-def score_document(doc: dict, answer: str | None) -> tuple[dict[str, float], dict[str, Any]]:
+def score_document(doc: dict, answer: str | None) -> tuple[dict[str, float | None], dict[str, Any]]:
     """(every per-document metric, :func:`answer_data`) of one answer."""
     require_reference(doc)
     answer = answer if isinstance(answer, str) else ""
@@ -83,40 +82,60 @@ def score_document(doc: dict, answer: str | None) -> tuple[dict[str, float], dic
 
 
 def knowledge_scores(predicted: Iterable[int], reference: Iterable[int]) -> dict[str, float]:
-    """``knowledge_recall`` (NaN where the reference cites no knowledge: lm-eval's ``nanmean``
-    leaves it out) and ``knowledge_skipped`` (1 there, to count such examples)."""
+    """``knowledge_recall`` (None where the reference cites no knowledge: the mean leaves it
+    out) and ``knowledge_skipped`` (1 there, to count such examples)."""
     recall = attribution.knowledge_recall(predicted, reference)
-    return {"knowledge_recall": math.nan if recall is None else recall, "knowledge_skipped": float(recall is None)}
+    return {"knowledge_recall": recall, "knowledge_skipped": float(recall is None)}
 
 
-def code_metrics(snippets: Sequence[str], failure_metrics: Sequence[str]) -> dict[str, float]:
-    """``code_exec_rate``: the share of the run's snippets that define a function which, called
-    with no arguments in the sandbox, returns a value other than None in time (micro average;
-    0.0 when the run produced no snippet: no code, no credit, and ``code_per_answer`` shows the
-    count beside it). ``failure_metrics`` (``code_<category>``): the share of the snippets that
-    failed in each way the sandbox tells apart, so that the paper's error analysis can be
-    compared. Everything NaN, with a warning, when the sandbox cannot be set up here."""
+def run_code(snippets_per_answer: Sequence[Sequence[str]]) -> list[list[dict[str, Any]] | None]:
+    """Every snippet of every answer in the sandbox, in one batch: per answer, one outcome per
+    snippet (``ok``, and the failure ``category`` and ``error``, or the ``value``). None for
+    every answer, with a warning, when the sandbox cannot be set up here."""
     from lm_eval_fin import sandbox
 
-    missing = dict.fromkeys(failure_metrics, math.nan)
+    snippets = [snippet for answer in snippets_per_answer for snippet in answer]
     try:
-        results = sandbox.run_codes(list(snippets), timeout=CODE_TIMEOUT_S) if snippets else []
+        results = sandbox.run_codes(snippets, timeout=CODE_TIMEOUT_S) if snippets else []
     except sandbox.SandboxError as exc:  # after generation: report, never discard the run
-        logger.warning(
-            "FinLFQA: the code sandbox cannot be set up, so code_exec_rate is NaN (%d snippets not "
-            "run): %s", len(snippets), exc,
-        )
-        return {"code_exec_rate": math.nan, **missing}
+        logger.warning("FinLFQA: the code sandbox cannot be set up, so the code metrics are undefined (%d snippets "
+                       "not run): %s", len(snippets), exc)
+        return [None for _ in snippets_per_answer]
     logger.info("FinLFQA code execution: %d of %d snippets ran", sum(r.ok for r in results), len(results))
-    shares = sandbox.failure_categories(results)
-    return {"code_exec_rate": sandbox.code_exec_rate(results), **{n: shares.get(n, math.nan) for n in failure_metrics}}
+    outcomes: list[list[dict[str, Any]] | None] = []
+    start = 0
+    for answer in snippets_per_answer:
+        outcomes.append([
+            {"ok": r.ok, "category": r.category, "value": r.value, "error": r.error}
+            for r in results[start:start + len(answer)]
+        ])
+        start += len(answer)
+    return outcomes
 
 
-def bertscore_f1(answers: Sequence[str], references: Sequence[str], model: str) -> float:
-    """Mean BERTScore F1 of the answers' clause texts against the references (``model``: a hub
-    id, a folder or ``"offline"``); NaN (with a warning) when the model cannot load."""
-    scores = textsim.bertscore_f1(list(answers), list(references), model=model) if answers else None
+def code_values(outcomes: Sequence[Mapping[str, Any]] | None, failure_metrics: Sequence[str]) -> dict[str, float | None]:
+    """``code_exec_rate``: the share of the answer's snippets that define a function which,
+    called with no arguments in the sandbox, returns a value other than None in time; beside
+    it ``code_<category>``, the share that failed in each way the sandbox tells apart (with the
+    rate they add up to 1). All undefined (None) for an answer without code, or when the
+    sandbox could not run."""
+    if not outcomes:
+        return {"code_exec_rate": None, **dict.fromkeys(failure_metrics)}
+    categories = {f"code_{o['category'] or 'exception'}" for o in outcomes if not o["ok"]}
+    unknown = categories - set(failure_metrics)
+    if unknown:
+        raise ValueError(f"sandbox failure categories {sorted(unknown)} are not task metrics")
+    n = len(outcomes)
+    shares = {name: sum(f"code_{o['category'] or 'exception'}" == name for o in outcomes if not o["ok"]) / n
+              for name in failure_metrics}
+    return {"code_exec_rate": sum(bool(o["ok"]) for o in outcomes) / n, **shares}
+
+
+def bertscore_f1(answers: Sequence[str], references: Sequence[str], model: str) -> list[float | None]:
+    """BERTScore F1 of each answer's clause texts against its reference (``model``: a hub id, a
+    folder or ``"offline"``); None for all (with a warning) when the model cannot load."""
+    scores = textsim.bertscore_f1(list(answers), list(references), model=model) if answers else []
     if scores is None:
-        return math.nan
+        return [None for _ in answers]
     logger.info("FinLFQA BERTScore computed with model %s (%s)", model, textsim.resolve_bertscore_model(model))
-    return sum(scores) / len(scores)
+    return list(scores)

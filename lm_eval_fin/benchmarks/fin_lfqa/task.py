@@ -18,25 +18,14 @@ the paper's 1), ``bertscore_model`` (a hub id, a folder or ``offline``), ``max_r
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import math
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import textsim
+from lm_eval_fin import paths, textsim
 from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, refine, score
-from lm_eval_fin.harness import multistep, outputs, taskfiles
-from lm_eval_fin.harness.benchmark import Benchmark
-from lm_eval_fin.harness.corpus import (
-    CorpusItem,
-    CorpusMetrics,
-    JudgeUnavailable,
-    corpus_metric,
-    record_judge_failures,
-    run_key,
-    run_with_judge,
-)
+from lm_eval_fin.harness import multistep, replay, taskfiles
+from lm_eval_fin.harness.benchmark import Benchmark, Demo
 from lm_eval_fin.harness.settings import (
     RunSettings,
     Setting,
@@ -47,8 +36,8 @@ from lm_eval_fin.harness.settings import (
     positive_int,
     text,
 )
-from lm_eval_fin.harness.task import model_answer, total
-from lm_eval_fin.jsonl import answer_of
+from lm_eval_fin.harness.stage import JudgeUnavailable, predict_only, record_judge_failures, run_with_judge
+from lm_eval_fin.harness.task import mean_defined, metric_values, scored_record, total
 
 logger = logging.getLogger(__name__)
 
@@ -59,6 +48,8 @@ TASKS = {
     "fin_lfqa_posthoc": ("validation", "fin_lfqa_posthoc"),
     "fin_lfqa_iterative": ("validation", "fin_lfqa_iterative"),
 }
+# the demo's answers are shorter than the task's budget: a few minutes on 2 cores
+DEMO_ANSWER_TOKENS = 384
 for _name, _protocol in refine.PROTOCOLS.items():
     multistep.register_protocol(_name, _protocol)
 
@@ -84,19 +75,26 @@ def _check_data(task: str, settings: RunSettings) -> None:
 
 
 def _load(task: str, metadata: dict[str, Any]) -> dict:
-    settings = BENCHMARK.read_settings(task, metadata)
-    if TASKS[task][1] and not multistep.wrapper_loaded():
+    if TASKS[task][1] and not multistep.wrapper_loaded() and replay.plan() is None:
         raise SettingsError(
             f"{task} runs several generation steps per example, which one lm-eval request cannot: run it "
             f"with the model wrapper, --model {multistep.MODEL_NAME} --model_args base=<hf|vllm|...>,<that model's "
             "arguments> (lm-eval-fin run registers it; see the fin_lfqa task README)"
         )
-    documents, base = _documents(task, settings)
-    # the settings every document carries name the base used, and where it came from
-    settings = dataclasses.replace(
-        settings, values={**settings.values, "index_base": base.base, "index_base_source": base.source}
-    )
-    return BENCHMARK.dataset(TASKS[task][0], documents, settings)
+
+    def documents(settings: RunSettings) -> tuple[list[dict], RunSettings]:
+        docs, base = _documents(task, settings)
+        unanswered = [doc["id"] for doc in docs if not doc.get("has_reference")]
+        if unanswered and not predict_only():
+            raise SettingsError(
+                f"{task}: {len(unanswered)} example(s) have no reference answer (the hub's test split keeps its "
+                f"answers private, first {unanswered[0]}): run it with --predict_only --log_samples"
+            )
+        # the settings every document carries name the base used, and where it came from
+        values = {**settings.values, "index_base": base.base, "index_base_source": base.source}
+        return docs, dataclasses.replace(settings, values=values)
+
+    return BENCHMARK.load(task, metadata, documents, split=TASKS[task][0])
 
 
 def load_validation(**metadata: Any) -> dict:
@@ -125,47 +123,39 @@ def doc_to_target(doc: dict) -> str:
 
 def _code_failure_metrics() -> tuple[str, ...]:
     """The ``code_<category>`` metrics the YAML lists (the one place that names them)."""
-    return tuple(m for m in taskfiles.higher_is_better("fin_lfqa") if m.startswith("code_") and m not in CODE_OTHERS)
+    return tuple(m for m in taskfiles.metric_names("fin_lfqa") if m.startswith("code_") and m not in CODE_OTHERS)
 
 
 CODE_OTHERS = ("code_exec_rate", "code_per_answer")
-
-
-def run_metrics(items: Sequence[CorpusItem], settings: RunSettings) -> dict[str, float]:
-    """The run-level metrics, in one pass: code execution (rate and failure categories),
-    BERTScore, the judge; the steps of a multi-step setting go to a details file."""
-    datas = [item.data for item in items]
-    if datas and not any(d["knowledge_scored"] for d in datas):
-        logger.warning(
-            "%s: no reference cites knowledge, so knowledge_recall is NaN (knowledge_skipped counts the examples)",
-            settings.task,
-        )
-    if any(d.get("trace") for d in datas):
-        _write_traces(items, settings)
-    return {
-        **score.code_metrics([snippet for d in datas for snippet in d["code"]], _code_failure_metrics()),
-        "bertscore_f1": score.bertscore_f1(
-            [d["answer_text"] for d in datas], [d["reference_text"] for d in datas], settings["bertscore_model"]
-        ),
-        **judge_metrics(datas, settings),
-    }
-
-
-def _write_traces(items: Sequence[CorpusItem], settings: RunSettings) -> None:
-    folder = outputs.details_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{settings.task}-steps-{run_key(items)[:12]}.json"
-    steps = [{"doc_id": item.doc_id, **(item.data.get("trace") or {})} for item in items]
-    path.write_text(json.dumps(steps, indent=1, ensure_ascii=False), encoding="utf-8")
-    logger.info("%s: the steps of every example written to %s", settings.task, path)
 
 
 def _judge_max_tokens(settings: RunSettings) -> int:
     return settings.judge_options.get("max_tokens", judge.JUDGE_MAX_TOKENS)
 
 
-def judge_metrics(datas: Sequence[dict], settings: RunSettings) -> dict[str, float]:
-    """The judge's metrics of a run (skipped, NaN with ``judge_skipped`` 1, without a judge)."""
+def keep_traces(docs: Sequence[dict]) -> list[dict]:
+    """What a --predict_only record keeps: the steps of a multi-step setting."""
+    return [{"trace": multistep.take_trace(RunSettings.from_json(doc["settings"]).task, doc)} for doc in docs]
+
+
+def score_answers_batch(answers: Sequence[str], docs: Sequence[dict], settings: RunSettings) -> list[dict]:
+    """The filter stage: every answer's snippets in the sandbox, BERTScore and the judge, each
+    in one batch; the steps of a multi-step setting are kept with each answer."""
+    datas = [score.answer_data(doc, answer) for doc, answer in zip(docs, answers)]
+    code = score.run_code([data["code"] for data in datas])
+    bertscore = score.bertscore_f1(
+        [d["answer_text"] for d in datas], [d["reference_text"] for d in datas], settings["bertscore_model"]
+    )
+    verdicts = judge_documents(datas, settings)
+    traces = keep_traces(docs)
+    return [
+        {"code": outcomes, "bertscore_f1": bs, "judge": verdict, **trace}
+        for outcomes, bs, verdict, trace in zip(code, bertscore, verdicts, traces)
+    ]
+
+
+def judge_documents(datas: Sequence[dict], settings: RunSettings) -> list[dict]:
+    """The judge part of every document's record (no judge configured: each says so)."""
     max_tokens = _judge_max_tokens(settings)
     try:
         answers = run_with_judge(
@@ -174,14 +164,14 @@ def judge_metrics(datas: Sequence[dict], settings: RunSettings) -> dict[str, flo
         )
     except JudgeUnavailable as exc:
         record_judge_failures(settings.task, len(datas), 0, len(datas), str(exc))
-        return judge.summarise_verdicts([None] * len(datas), [str(exc)] * len(datas))
+        return [judge.judge_details(None, settings.judge, str(exc)) for _ in datas]
     if answers is None:
         logger.warning(
             "%s: no judge configured ($LM_EVAL_FIN_JUDGE or --metadata '{\"judge\": ...}'); the judge's "
-            "metrics are NaN and judge_skipped is 1. Score later with `lm-eval-fin score <output dir> --judge <spec>`.",
-            settings.task,
+            "metrics are undefined and judge_skipped is 1. Score later with `lm-eval-fin score <output dir> --judge "
+            "<spec>`.", settings.task,
         )
-        return dict(judge.SKIPPED_JUDGE)
+        return [judge.judge_details(None, None) for _ in datas]
     record_judge_failures(
         settings.task,
         sum(a.failed for a in answers),
@@ -189,56 +179,27 @@ def judge_metrics(datas: Sequence[dict], settings: RunSettings) -> dict[str, flo
         len(answers),
         next((a.error for a in answers if a.failed), None),
     )
-    return judge.summarise_answers(answers)
+    return [judge.judge_details(answer, settings.judge) for answer in answers]
 
 
-CORPUS = CorpusMetrics(
-    "fin_lfqa", ("code_exec_rate", *_code_failure_metrics(), "bertscore_f1", *judge.JUDGE_METRICS), run_metrics
-)
-
-
-def process_results(doc: dict, results: Sequence[str]) -> dict[str, Any]:
-    answer, truncated = model_answer(results)
-    scores, answer_data = score.score_document(doc, answer)
+def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None]:
+    """Every metric of one document: its answer's scores, and the values in its record."""
+    record = scored_record(results)
     settings = RunSettings.from_json(doc["settings"])
-    answer_data["knowledge_scored"] = not math.isnan(scores["knowledge_recall"])
-    extra: dict[str, float] = {"index_base": float(doc["index_base"]), "truncated_answers": truncated}
-    if doc.get("protocol"):
-        trace = multistep.take_trace(settings.task, doc)
-        answer_data["trace"] = trace
-        if doc["protocol"] == "fin_lfqa_iterative":
-            # no trace: an answer lm-eval's --use_cache served from its cache
-            extra["refine_rounds"] = float(trace["rounds"]) if trace else math.nan
-            extra["refine_done"] = float(trace["done"]) if trace else math.nan
-    return {**scores, **extra, **CORPUS.items(doc, answer_data)}
-
-
-def rescore(samples: Sequence[dict], judge_: Any) -> tuple[dict[str, float], list[dict]]:
-    """Judge metrics of samples logged by ``lm_eval --log_samples`` on a FinLFQA task (for
-    instance after ``--predict_only``), in one batched pass; per sample: ``judge_failure`` and
-    ``judge_error`` (the request failed for good), ``parse_failure`` (the reply stayed
-    unreadable), ``judge_reply`` and, when scored, the three scores and their total."""
-    datas = []
-    for sample in samples:
-        doc = sample.get("doc")
-        if not isinstance(doc, dict) or "reports" not in doc:
-            raise ValueError(f"sample {sample.get('doc_id')!r} has no FinLFQA document; was it logged by fin_lfqa?")
-        datas.append(score.answer_data(doc, answer_of(sample)))
-    settings = BENCHMARK.logged_settings(samples[0]["doc"])
-    answers = judge.judge_answers(datas, judge_, _judge_max_tokens(settings), settings["max_attempts"])
-    details = []
-    for sample, answer in zip(samples, answers):
-        detail: dict[str, Any] = {
-            "doc_id": sample.get("doc_id"),
-            "judge_failure": answer.failed,
-            "parse_failure": answer.unparsed,
-            "judge_error": answer.error,
-            "judge_reply": answer.text,
-        }
-        if answer.value is not None:
-            detail.update(dataclasses.asdict(answer.value), judge_score=answer.value.total)
-        details.append(detail)
-    return judge.summarise_answers(answers), details
+    scores, _ = score.score_document(doc, record["answer"])
+    values: dict[str, Any] = {
+        **scores,
+        **score.code_values(record.get("code"), _code_failure_metrics()),
+        "bertscore_f1": record.get("bertscore_f1"),
+        **judge.judge_values(record.get("judge")),
+        "index_base": float(doc["index_base"]),
+        "truncated_answers": record.get("truncated_answer", False),
+    }
+    if doc.get("protocol") == "fin_lfqa_iterative":
+        trace = record.get("trace")  # none: an answer lm-eval's --use_cache served from its cache
+        values["refine_rounds"] = trace["rounds"] if trace else None
+        values["refine_done"] = trace["done"] if trace else None
+    return metric_values(settings, values)
 
 
 BENCHMARK = Benchmark(
@@ -246,10 +207,19 @@ BENCHMARK = Benchmark(
     tasks=tuple(TASKS),
     settings=SETTINGS,
     check_data=_check_data,
-    rescore=rescore,
+    score=score_answers_batch,
+    keep=keep_traces,
+    judged=True,
+    headline={task: ("judge_score", "numeric_f1", "evidence_f1", "code_exec_rate", "rouge_l") for task in TASKS},
+    demo=Demo(
+        metadata=lambda: {"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), "judge": "none",
+                          "bertscore_model": "offline"},
+        arguments=("--gen_kwargs", f"max_gen_toks={DEMO_ANSWER_TOKENS}", "--confirm_run_unsafe_code"),
+    ),
 )
+score_answers = BENCHMARK.filter_function()
 
 __all__ = [
-    "BENCHMARK", "corpus_metric", "doc_to_target", "doc_to_text", "doc_to_text_posthoc", "load_iterative",
-    "load_posthoc", "load_test", "load_validation", "process_results", "rescore", "total",
+    "BENCHMARK", "doc_to_target", "doc_to_text", "doc_to_text_posthoc", "load_iterative", "load_posthoc",
+    "load_test", "load_validation", "mean_defined", "process_results", "score_answers", "total",
 ]

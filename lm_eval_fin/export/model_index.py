@@ -1,0 +1,118 @@
+"""The ``model-index`` block of a Hugging Face model card: the YAML a model author pastes into
+the card's front matter so the hub shows our results beside the model.
+
+One entry per task, with the task's headline metrics (its benchmark's ``HEADLINE``; every
+metric for a task of no benchmark of ours) that have a value. The dataset is the hub dataset
+and split the run read, or, for local data, the task's name with the data's path and sha256
+in ``args``; ``config`` is the lm-eval task, because settings of one benchmark (FinLFQA's
+end-to-end, post-hoc and iterative) share a dataset and split and the hub keeps one entry per
+task type, dataset, config, split and revision. ``source`` names this project and its URL
+(the hub wants both): ``--source-url``, else the project URL of the installed package's
+metadata; with neither the entries have no source.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from lm_eval_fin import __version__
+from lm_eval_fin.export import facts
+from lm_eval_fin.export.facts import ExportError, MetricFacts, ModelIdentity
+from lm_eval_fin.runfiles import Run, TaskRun
+from lm_eval_fin.scales import matching
+
+TASK_TYPE = "text-generation"  # what every fin_ task asks of the model
+DIGITS = 4
+HEADER = "# The model-index block for the YAML front matter of the model card (README.md), by lm-eval-fin export\n"
+
+
+def project_url() -> str | None:
+    """This project's home page as its installed metadata states it (None when it states none)."""
+    try:
+        metadata = importlib.metadata.metadata("lm-eval-fin")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    urls = metadata.get_all("Project-URL") or []
+    if urls:
+        return urls[0].partition(",")[2].strip() or None
+    home = metadata.get("Home-page")
+    return home if home and home != "UNKNOWN" else None
+
+
+def metric_name(item: MetricFacts) -> str:
+    """A name that says how to read the value: its range, direction and interval."""
+    parts = []
+    if item.scale is not None:
+        high = "no ceiling" if not math.isfinite(item.scale.high) else f"{item.scale.high:g}"
+        parts.append(f"range {item.scale.low:g} to {high}")
+    if item.higher_is_better is not None:
+        parts.append("higher is better" if item.higher_is_better else "lower is better")
+    if item.interval is not None and item.interval.has_bounds:
+        parts.append(f"95% CI {item.interval.low:.{DIGITS}g} to {item.interval.high:.{DIGITS}g} "
+                     f"over {item.interval.n} documents")
+    return f"{item.name} ({', '.join(parts)})" if parts else item.name
+
+
+def dataset_entry(task_run: TaskRun) -> dict[str, Any]:
+    source = facts.dataset_source(task_run)
+    entry: dict[str, Any] = {
+        "name": f"{source.hub_id or 'local data'} ({task_run.task})",
+        "type": source.hub_id or task_run.task,
+        "config": task_run.task,
+    }
+    if source.split:
+        entry["split"] = source.split
+    args = {key: value for key, value in (("data_file", source.file_name), ("data_sha256", source.sha256),
+                                          ("hub_config", source.config)) if value}
+    if args:
+        entry["args"] = args
+    return entry
+
+
+def task_result(run: Run, task_run: TaskRun, source_url: str | None) -> dict[str, Any] | None:
+    """The entry of one task; None when none of its headline metrics has a value."""
+    items = {item.name: item for item in facts.metric_facts(task_run)}
+    tables = facts.tables_of(task_run.task)
+    shown = matching(items, tables.headline) if tables else list(items)
+    if not shown:
+        return None
+    result = {
+        "task": {"type": TASK_TYPE, "name": task_run.task},
+        "dataset": dataset_entry(task_run),
+        "metrics": [{"type": name, "value": round(items[name].value, DIGITS), "name": metric_name(items[name]),
+                     "verified": False} for name in shown],
+    }
+    if source_url:  # the hub takes a source with both its name and its URL, or none
+        lm_eval = run.results.get("lm_eval_version")
+        result["source"] = {"name": f"lm-eval-fin {__version__}" + (f" (lm-evaluation-harness {lm_eval})"
+                                                                      if lm_eval else ""), "url": source_url}
+    return result
+
+
+def model_index(runs: Sequence[Run], identities: Sequence[ModelIdentity], source_url: str | None) -> list[dict]:
+    """The model-index of one model's runs; :class:`ExportError` for runs of several models or
+    two runs of one task (a card shows one figure per task)."""
+    ids = sorted({identity.id for identity in identities})
+    if len(ids) != 1:
+        raise ExportError(f"a model card holds one model's results; these runs are of {', '.join(ids)}: "
+                          "export them one model at a time")
+    results, seen = [], {}
+    for run in runs:
+        for task, task_run in run.tasks.items():
+            if task in seen:
+                raise ExportError(f"two runs of {task} ({seen[task]} and {run.source}): a card shows one; "
+                                  "export the one to show")
+            seen[task] = run.source
+            result = task_result(run, task_run, source_url)
+            if result is not None:
+                results.append(result)
+    return [{"name": ids[0], "results": results}]
+
+
+def to_yaml(index: list[dict]) -> str:
+    return HEADER + yaml.safe_dump({"model-index": index}, sort_keys=False, allow_unicode=True, width=120)

@@ -40,6 +40,7 @@ class Benchmark:
     model, and raises with a one-line message when it cannot be used. ``score`` is its part of
     lm-eval's filter stage (:mod:`lm_eval_fin.harness.stage`): every answer of a task at once,
     one dict of details per document; ``keep`` what a ``--predict_only`` record holds.
+    ``prompt(doc)``: the prompt a document's answer is checked against for echoes.
     ``judged``: whether its tasks have judge metrics (``lm-eval-fin score`` needs a judge for
     them). ``headline``: per task, the metrics a summary shows first. ``view``: its view in
     the report (an object of :mod:`lm_eval_fin.report`, opaque here). ``demo``: its part of
@@ -52,6 +53,7 @@ class Benchmark:
     check_data: Callable[[str, RunSettings], object] | None = None
     score: BatchScore | None = None
     keep: Keep | None = None
+    prompt: Callable[[dict], str] | None = None
     judged: bool = False
     headline: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     view: Any = None
@@ -88,7 +90,7 @@ class Benchmark:
         """The ``filter_fn`` the task YAMLs name (``utils.score_answers``)."""
         if self.score is None:
             raise ValueError(f"{self.name} has no filter stage")
-        return filter_function(self.score, self.keep)
+        return filter_function(self.score, self.keep, self.prompt)
 
 
 def benchmark_of(task: str, benchmarks: Sequence[Benchmark]) -> Benchmark | None:

@@ -26,10 +26,13 @@ passes silently; other unknown keys are model arguments (lm-eval mixes them in) 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
+import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from lm_eval_fin import textsim
@@ -109,16 +112,34 @@ COMMON_SETTINGS = (
 )
 
 
+@functools.cache
+def provenance() -> dict[str, str | None]:
+    """What made the run: this package's version and, when it runs from a git checkout, the
+    commit of its tasks and code, ``-dirty`` when files differ from it (None otherwise)."""
+    from lm_eval_fin import __version__
+
+    folder = Path(__file__).resolve().parents[2]
+    try:
+        done = subprocess.run(["git", "-C", str(folder), "describe", "--always", "--dirty", "--abbrev=40"], capture_output=True, text=True,
+                              timeout=10, check=False)
+        commit = done.stdout.strip() if done.returncode == 0 and (folder / "tasks").is_dir() else None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"lm_eval_fin_version": __version__, "git_commit": commit or None}
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """The checked settings of one task's run. ``judge`` is a canonical spec or None;
     ``judge_options`` the judge options given (environment and metadata; the others take
-    :class:`JudgeOptions`' defaults); ``values`` the other settings."""
+    :class:`JudgeOptions`' defaults); ``values`` the other settings; ``provenance`` what made
+    the run (:func:`provenance`)."""
 
     task: str
     judge: str | None
     judge_options: Mapping[str, Any]
     values: Mapping[str, Any]
+    provenance: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]
@@ -179,7 +200,7 @@ def read_settings(task: str, metadata: Mapping[str, Any], settings: Sequence[Set
             values[setting.name] = setting.check(value)
         except ValueError as exc:
             raise SettingsError(f"{task}: metadata {setting.name}: {exc}") from None
-    return RunSettings(task, judge_spec(metadata, task), judge_options(metadata, task), values)
+    return RunSettings(task, judge_spec(metadata, task), judge_options(metadata, task), values, provenance())
 
 
 def check_usable(run: RunSettings, settings: Sequence[Setting]) -> None:

@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 
 from lm_eval_fin import records
 from lm_eval_fin.cleantext import one_line, read_answer
+from lm_eval_fin.degenerate import degenerate_kind
 from lm_eval_fin.harness.settings import RunSettings
 from lm_eval_fin.judge import JudgeCacheError, JudgeConfigError
 
@@ -79,8 +80,12 @@ def predict_only(argv: Sequence[str] | None = None) -> bool:
     return any(arg in ("--predict_only", "-x") or arg.startswith("--predict_only=") for arg in argv[1:])
 
 
-def filter_function(score: BatchScore, keep: Keep | None = None) -> Callable[[Sequence, Sequence], list[str]]:
-    """The ``filter_fn`` of a task's ``custom`` filter: every document's scored-answer record."""
+def filter_function(
+    score: BatchScore, keep: Keep | None = None, prompt: Callable[[dict], str] | None = None
+) -> Callable[[Sequence, Sequence], list[str]]:
+    """The ``filter_fn`` of a task's ``custom`` filter: every document's scored-answer record,
+    with why the answer is degenerate (:mod:`lm_eval_fin.degenerate`; None when it is not)
+    where ``prompt`` gives the document's prompt and ``score`` did not say already."""
 
     def score_answers(resps: Sequence, docs: Sequence) -> list[str]:
         docs = list(docs)
@@ -96,6 +101,10 @@ def filter_function(score: BatchScore, keep: Keep | None = None) -> Callable[[Se
         details = score(answers, docs, settings)
         if len(details) != len(docs):  # a benchmark's bug; lm-eval would pair records with the wrong documents
             raise RuntimeError(f"{settings.task}: the filter stage returned {len(details)} records for {len(docs)} documents")
+        if prompt is not None:
+            for detail, answer, doc in zip(details, answers, docs):
+                if "degenerate" not in detail:
+                    detail["degenerate"] = degenerate_kind(answer, prompt(doc))
         return [records.encode(answer, {**cut, **detail}) for answer, cut, detail in zip(answers, cuts, details)]
 
     return score_answers

@@ -47,6 +47,12 @@ def scored_record(results: Sequence[Any]) -> dict[str, Any]:
     return records.decode(results[0] if results else "")
 
 
+def degenerate_answer(record: Mapping[str, Any]) -> float:
+    """``degenerate_answer`` of a document: 1.0 where its record says why its answer is
+    degenerate (:mod:`lm_eval_fin.degenerate`), else 0.0."""
+    return float(bool(record.get("degenerate")))
+
+
 def metric_values(settings: RunSettings, values: Mapping[str, Any]) -> dict[str, float | None]:
     """Every metric of the task's ``metric_list``, in its order: the value given (a finite
     number, else None), None for a metric not given. A name the YAML does not list is a bug

@@ -18,12 +18,20 @@ from lm_eval_fin import paths
 from lm_eval_fin.benchmarks.fin_agentbench import data
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import fit_chunks
 from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, read_ranking, score_ranking
+from lm_eval_fin.degenerate import in_input_order
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
 from lm_eval_fin.harness.fitting import PromptFitter, prompt_fitter
 from lm_eval_fin.harness.settings import RunSettings, Setting, SettingsError, one_of, optional, positive_int, text
 from lm_eval_fin.harness.stage import predict_only
-from lm_eval_fin.harness.task import mean_defined, metric_values, require_data_path, scored_record, total
+from lm_eval_fin.harness.task import (
+    degenerate_answer,
+    mean_defined,
+    metric_values,
+    require_data_path,
+    scored_record,
+    total,
+)
 from lm_eval_fin.ranking import GAINS
 
 logger = logging.getLogger(__name__)
@@ -97,15 +105,22 @@ def doc_to_target(doc: dict) -> str:
 
 
 def read_rankings(answers: Sequence[str], docs: Sequence[dict], settings: RunSettings) -> list[dict]:
-    """The filter stage: each answer's ranking as read (None when unreadable)."""
-    return [{"ranking": read_ranking(doc, answer)} for doc, answer in zip(docs, answers)]
+    """The filter stage: each answer's ranking as read (None when unreadable), and a ranking
+    that only repeats the candidates in the order given flagged as degenerate."""
+    details = []
+    for doc, answer in zip(docs, answers):
+        ranking = read_ranking(doc, answer)
+        details.append({"ranking": ranking, **({"degenerate": "input order"}
+                                                if in_input_order(ranking, doc["candidates"]) else {})})
+    return details
 
 
 def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None]:
     record = scored_record(results)
     settings = RunSettings.from_json(doc["settings"])
     values: dict[str, Any] = {**score_ranking(doc, record.get("ranking"), gain=settings["gain"]),
-                              "truncated_answers": record.get("truncated_answer", False)}
+                              "truncated_answers": record.get("truncated_answer", False),
+                              "degenerate_answer": degenerate_answer(record)}
     if settings.task == CHUNK_TASK:
         values["truncated_documents"] = doc.get("truncated", False)
     return metric_values(settings, values)
@@ -121,6 +136,7 @@ BENCHMARK = Benchmark(
     ),
     check_data=_records,
     score=read_rankings,
+    prompt=lambda doc: doc["prompt"],
     headline={
         "fin_agentbench_doc": ("ndcg@5", "map@5", "mrr@5", "parse_failure"),
         "fin_agentbench_chunk": ("ndcg@10", "map@10", "mrr@10", "parse_failure"),

@@ -39,7 +39,14 @@ from lm_eval_fin.harness.benchmark import Benchmark, Demo
 from lm_eval_fin.harness.fitting import prompt_fitter
 from lm_eval_fin.harness.settings import RunSettings, Setting, bertscore_setting, one_of, optional, positive_int, text
 from lm_eval_fin.harness.stage import JudgeUnavailable, record_judge_failures, run_with_judge
-from lm_eval_fin.harness.task import mean_defined, metric_values, require_data_path, scored_record, total
+from lm_eval_fin.harness.task import (
+    degenerate_answer,
+    mean_defined,
+    metric_values,
+    require_data_path,
+    scored_record,
+    total,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -145,6 +152,7 @@ def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None
         **score.ems_values(record.get("ems") or {}),
         "truncated_documents": doc.get("truncated", False),
         "truncated_answers": record.get("truncated_answer", False),
+        "degenerate_answer": degenerate_answer(record),
     })
 
 
@@ -154,6 +162,7 @@ BENCHMARK = Benchmark(
     settings=SETTINGS,
     check_data=_records,
     score=score_documents,
+    prompt=prompt.render_prompt,
     judged=True,
     headline={TASK: ("ems_llm_f1", "ems_offline_bertscore_f1", "ems_offline_rouge_f1", "rouge_l_f1", "bertscore_f1")},
     demo=Demo(

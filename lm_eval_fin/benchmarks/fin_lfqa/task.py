@@ -37,7 +37,7 @@ from lm_eval_fin.harness.settings import (
     text,
 )
 from lm_eval_fin.harness.stage import JudgeUnavailable, predict_only, record_judge_failures, run_with_judge
-from lm_eval_fin.harness.task import mean_defined, metric_values, scored_record, total
+from lm_eval_fin.harness.task import degenerate_answer, mean_defined, metric_values, scored_record, total
 
 logger = logging.getLogger(__name__)
 
@@ -194,6 +194,7 @@ def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None
         **judge.judge_values(record.get("judge")),
         "index_base": float(doc["index_base"]),
         "truncated_answers": record.get("truncated_answer", False),
+        "degenerate_answer": degenerate_answer(record),
     }
     if doc.get("protocol") == "fin_lfqa_iterative":
         trace = record.get("trace")  # none: an answer lm-eval's --use_cache served from its cache
@@ -209,6 +210,7 @@ BENCHMARK = Benchmark(
     check_data=_check_data,
     score=score_answers_batch,
     keep=keep_traces,
+    prompt=lambda doc: (prompt.build_answer_prompt if doc.get("protocol") == "fin_lfqa_posthoc" else prompt.build_prompt)(doc),
     judged=True,
     headline={task: ("judge_score", "numeric_f1", "evidence_f1", "code_exec_rate", "rouge_l") for task in TASKS},
     demo=Demo(

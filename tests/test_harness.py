@@ -1,5 +1,6 @@
-"""The harness layer on its own: settings read once and checked, the memoised corpus pass,
-the task YAMLs read as data, and logged samples."""
+"""The harness layer on its own: settings read once and checked, the filter stage, the
+per-document metric values and aggregations, the task YAMLs read as data, logged samples and
+their replay."""
 
 import json
 import math
@@ -8,8 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lm_eval_fin import records
 from lm_eval_fin.benchmarks import all_benchmarks
-from lm_eval_fin.harness import corpus, taskfiles
+from lm_eval_fin.cleantext import MAX_ANSWER_CHARS
+from lm_eval_fin.harness import replay, stage, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.harness.settings import (
     RunSettings,
@@ -19,7 +22,8 @@ from lm_eval_fin.harness.settings import (
     positive_int,
     read_settings,
 )
-from lm_eval_fin.jsonl import answer_of
+from lm_eval_fin.harness.task import mean_defined, metric_values, total
+from lm_eval_fin.runfiles import answer_of
 
 SETTINGS = (Setting("max_score", 10, positive_int, "top of the scale"),)
 
@@ -59,36 +63,104 @@ def test_run_checks_the_users_own_metadata_strictly():
         check_user_metadata("t", {"max_scor": 3}, SETTINGS)
 
 
-def _counting_pass(name, calls):
-    def compute(items, settings):
-        calls.append(len(items))
-        return {"a": float(len(items)), "b": settings["max_attempts"]}
+class ToyJudgeless:
+    """A benchmark's stage: one detail per document, counting its calls."""
 
-    return corpus.CorpusMetrics(name, ("a", "b"), compute)
+    def __init__(self):
+        self.calls = 0
 
-
-def test_the_corpus_pass_runs_once_per_run_whatever_the_number_of_metrics():
-    calls = []
-    metrics = _counting_pass("test_bench_once", calls)
-    settings = read_settings("t", {"judge": "none"}).to_json()
-    docs = [{"id": i, "settings": settings} for i in range(3)]
-    items = [metrics.items(doc, {"answer": f"a{doc['id']}"}) for doc in docs]
-    assert corpus.corpus_metric([i["a"] for i in items]) == 3.0
-    assert corpus.corpus_metric([i["b"] for i in items]) == 3.0
-    assert calls == [3]
-    # another run (other answers) is another pass; a metric the pass lacks is NaN
-    other = [metrics.items(doc, {"answer": "changed"}) for doc in docs]
-    assert corpus.corpus_metric([i["a"] for i in other]) == 3.0 and calls == [3, 3]
-    assert math.isnan(corpus.corpus_metric([]))
-    assert str(items[0]["a"]) == "corpus-level a (doc 0)"
+    def __call__(self, answers, docs, settings):
+        self.calls += 1
+        return [{"length": len(answer), "task": settings.task} for answer in answers]
 
 
-def test_judge_failures_are_remembered_for_the_exit_status():
-    before = len(corpus.FAILURES)
-    corpus.record_judge_failures("t", 0, 0, 4, None)
-    assert len(corpus.FAILURES) == before
-    corpus.record_judge_failures("t", 1, 2, 4, "HTTP 500")
-    assert corpus.FAILURES[-1] == corpus.JudgeFailures("t", 1, 2, 4, "HTTP 500")
+def toy_docs(n, task="fin_ems"):
+    settings = read_settings(task, {"judge": "none"})
+    return [{"id": f"d{i}", "prompt": f"What happened to revenue in quarter {i}?", "settings": settings.to_json()}
+            for i in range(n)]
+
+
+def test_the_filter_stage_scores_every_answer_of_a_task_in_one_call(monkeypatch):
+    monkeypatch.delenv(stage.PREDICT_ONLY_ENV, raising=False)
+    score = ToyJudgeless()
+    apply = stage.filter_function(score, prompt=lambda doc: doc["prompt"])
+    docs = toy_docs(3)
+    resps = [["Revenue rose 5% on cloud demand."], ["What happened to revenue in quarter 1?"], ["again and again " * 20_000]]
+    filtered = apply(resps, docs)
+    assert score.calls == 1 and len(filtered) == 3 and all(isinstance(text, str) for text in filtered)
+    decoded = [records.decode(text) for text in filtered]
+    assert [d["length"] for d in decoded] == [32, 38, MAX_ANSWER_CHARS]
+    assert [d["truncated_answer"] for d in decoded] == [False, False, True]  # read as the parsers read it
+    assert [d["degenerate"] for d in decoded] == [None, "echo", "repetition"]
+    assert decoded[0]["answer"] == "Revenue rose 5% on cloud demand." and decoded[0]["task"] == "fin_ems"
+    assert apply([], []) == []
+
+
+def test_predict_only_scores_nothing_and_keeps_what_the_benchmark_asks(monkeypatch):
+    monkeypatch.setenv(stage.PREDICT_ONLY_ENV, "1")
+    score = ToyJudgeless()
+    apply = stage.filter_function(score, keep=lambda docs: [{"trace": doc["id"]} for doc in docs])
+    decoded = [records.decode(text) for text in apply([["a"], ["b"]], toy_docs(2))]
+    assert score.calls == 0
+    assert decoded == [{"format": records.FORMAT, "answer": "a", "truncated_answer": False, "trace": "d0"},
+                       {"format": records.FORMAT, "answer": "b", "truncated_answer": False, "trace": "d1"}]
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["/venv/bin/lm_eval", "run", "--predict_only", "--tasks", "x"], True),
+    (["lm-eval", "run", "-x"], True),
+    (["lm-eval", "run", "--predict_only=True"], True),
+    (["lm-eval", "run", "--tasks", "x"], False),
+    (["/venv/lib/python3.11/site-packages/lm_eval/__main__.py", "-x"], True),  # python -m lm_eval
+    (["/venv/bin/pytest", "--predict_only"], False),  # not lm-eval's command line
+    (["/venv/lib/python3.11/site-packages/pytest/__main__.py", "-x"], False),  # python -m pytest -x
+    ([], False),
+])
+def test_predict_only_is_read_from_lm_evals_command_line(monkeypatch, argv, expected):
+    monkeypatch.delenv(stage.PREDICT_ONLY_ENV, raising=False)
+    assert stage.predict_only(argv) is expected
+
+
+def test_a_stage_that_loses_documents_is_a_bug_not_a_silent_misalignment(monkeypatch):
+    monkeypatch.delenv(stage.PREDICT_ONLY_ENV, raising=False)
+    apply = stage.filter_function(lambda answers, docs, settings: [{}])
+    with pytest.raises(RuntimeError, match="returned 1 records for 2 documents"):
+        apply([["a"], ["b"]], toy_docs(2))
+
+
+def test_a_judge_that_cannot_work_leaves_values_undefined_and_is_recorded(tmp_path, judge_cache):
+    settings = read_settings("t", {"judge": f"hf:{tmp_path / 'no-such-model'}"})
+
+    def work(judge):
+        raise ConnectionError("the judge's backend went away")
+
+    with pytest.raises(stage.JudgeUnavailable, match="ConnectionError: the judge's backend went away"):
+        stage.run_with_judge(settings, work)
+    before = len(stage.FAILURES)
+    stage.record_judge_failures("t", 0, 0, 4, None)
+    assert len(stage.FAILURES) == before
+    stage.record_judge_failures("t", 1, 2, 4, "HTTP 500")
+    assert stage.FAILURES[-1] == stage.JudgeFailures("t", 1, 2, 4, "HTTP 500")
+
+
+def test_every_listed_metric_per_document_a_number_or_none():
+    settings = read_settings("fin_agentbench_doc", {"judge": "none"})
+    values = metric_values(settings, {"ndcg@5": 1, "map@5": math.nan, "parse_failure": True})
+    assert list(values) == taskfiles.metric_names("fin_agentbench_doc")
+    assert values["ndcg@5"] == 1.0 and isinstance(values["ndcg@5"], float)
+    assert values["map@5"] is None and values["mrr@5"] is None and values["parse_failure"] == 1.0
+    with pytest.raises(KeyError, match="does not list: \\['ndcg@7'\\]"):
+        metric_values(settings, {"ndcg@7": 1.0})
+
+
+@given(st.lists(st.none() | st.floats(min_value=0, max_value=1), max_size=20))
+def test_aggregations_skip_undefined_values(items):
+    defined = [item for item in items if item is not None]
+    mean = mean_defined(items)
+    assert (mean is None) == (not defined)
+    if defined:
+        assert min(defined) - 1e-9 <= mean <= max(defined) + 1e-9
+    assert total(items) == pytest.approx(sum(defined))
 
 
 def test_the_yaml_is_the_one_place_for_directions_and_budgets():
@@ -115,7 +187,36 @@ def test_answer_of_any_logged_value_is_text(value):
     assert isinstance(answer_of({"resps": value, "filtered_resps": value}), str)
 
 
-def test_answer_of_prefers_filtered_responses():
+def test_answer_of_reads_the_record_then_the_filtered_then_the_raw_response():
     sample = json.loads(json.dumps({"resps": [["raw answer"]], "filtered_resps": ["filtered answer"]}))
     assert answer_of(sample) == "filtered answer"
     assert answer_of({"resps": [["raw answer"]]}) == "raw answer"
+    assert answer_of({"resps": [["raw"]], "filtered_resps": [records.encode("as scored", {"x": 1})]}) == "as scored"
+
+
+@given(st.recursive(st.none() | st.booleans() | st.floats() | st.text(), lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=8))
+def test_records_are_strict_json_whatever_the_details(details):
+    text = records.encode("answer", {"details": details})
+    decoded = json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} in a record"))
+    assert decoded["answer"] == "answer" and records.decode(text) == decoded
+
+
+def test_a_replay_serves_the_logged_documents_with_the_scoring_judge(tmp_path, monkeypatch):
+    agentbench = next(b for b in all_benchmarks() if b.name == "fin_agentbench")
+    logged = agentbench.read_settings("fin_agentbench_doc", {"judge": "none", "gain": "linear"})
+    samples = tmp_path / "samples_fin_agentbench_doc_2026-01-01T00-00-00.000001.jsonl"
+    lines = [{"doc_id": i, "doc": {"id": f"q{i}", "prompt": "p", "settings": logged.to_json()},
+              "resps": [[f"[{i}, 0]"]], "filtered_resps": [f"[{i}, 0]"]} for i in (1, 0)]
+    samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    plan = tmp_path / "plan.json"
+    replay.Plan({"fin_agentbench_doc": str(samples)}, "openai:http://h:1/v1#m", {"seed": 3}).write(plan)
+    monkeypatch.setenv(replay.REPLAY_ENV, str(plan))
+    docs, settings = replay.logged_documents("fin_agentbench_doc")
+    assert [doc["id"] for doc in docs] == ["q0", "q1"] and "settings" not in docs[0]  # lm-eval's order
+    assert settings.judge == "openai:http://h:1/v1#m" and settings.judge_options == {"seed": 3}
+    assert settings["gain"] == "linear"  # the rest as the run was made
+    assert replay.logged_answer("fin_agentbench_doc", {"id": "q1"})[0] == "[1, 0]"
+    assert replay.logged_documents("fin_ems") is None
+    with pytest.raises(replay.ReplayError, match="no logged answer for document 'q9'"):
+        replay.logged_answer("fin_agentbench_doc", {"id": "q9"})

@@ -22,6 +22,7 @@ _SUBCOMMANDS = {
     "build": ("lm_eval_fin.builders.cli", "build a benchmark dataset (earnings-call)"),
     "rerank": ("lm_eval_fin.benchmarks.fin_agentbench.rerank", "FinCARDS reranking on FinAgentBench chunk files"),
     "report": ("lm_eval_fin.report.cli", "one HTML page, Markdown and CSV leaderboard of many lm-eval runs"),
+    "agreement": ("lm_eval_fin.agreement.command", "how well a judge agrees with people, another judge and itself"),
     "doctor": ("lm_eval_fin.harness.doctor", "print what is installed and usable here (models, vllm, sandbox, a judge)"),
 }
 # subcommands whose main also takes the benchmarks

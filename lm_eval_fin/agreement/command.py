@@ -129,7 +129,7 @@ def write_json(args: argparse.Namespace, collection: Collection, study: Study, s
         "judges": [judge.as_dict() for judge in collection.judges.values()],
         "comparisons": [c.as_dict() for c in study.comparisons],
         "unreadable": [{"path": str(u.path), "reason": u.reason} for u in collection.unreadable],
-        "notes": collection.notes + study.notes,
+        "notes": collection.notes,
     }
     path = folder / OUTPUT_NAME
     path.write_text(json.dumps(strict(document), indent=1, ensure_ascii=False, allow_nan=False) + "\n",

@@ -73,6 +73,7 @@ class Family:
     main_judged: str
     reference_field: str  # the doc field holding the reference answer, for the template
     points: bool = False  # people may rate each reference saliency point (``points``)
+    total: str | None = None  # the criterion that is the sum of the asked ones (FinLFQA's overall)
 
     def criterion(self, name: str) -> Criterion:
         return next(c for c in self.criteria if c.name == name)
@@ -99,7 +100,7 @@ _FINLFQA_CRITERIA = (
               "the sum of the three (3..15); derived from them when they are given", asked=False),
 )
 FIN_LFQA = Family("fin_lfqa", _FINLFQA_CRITERIA, _FINLFQA_CRITERIA, main="overall", main_judged="overall",
-                  reference_field="reference_clauses")
+                  reference_field="reference_clauses", total="overall")
 
 _UNIT = Scale(0, 1)
 _EMS_JUDGED = tuple(

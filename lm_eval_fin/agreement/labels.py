@@ -225,7 +225,7 @@ def read_labels(path: str | Path) -> tuple[list[Label], list[Preference], int]:
     """The labels and preferences of a JSONL (or template CSV) label file, and how many lines
     were left blank. Raises :class:`LabelError` (one line, naming file:line) for a bad file."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists() or path.is_dir():
         raise LabelError(f"{path}: no such label file")
     try:
         lines = _csv_lines(path) if path.suffix.lower() == ".csv" else list(read_jsonl(path, LabelError))

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lm_eval_fin.agreement.criteria import FAMILIES, Criterion, Family, family_of, points_scale
+from lm_eval_fin.agreement.criteria import Criterion, Family, Scale, family_of, points_scale
 from lm_eval_fin.agreement.labels import AnswerRef, Label, LabelError, Preference, answer_hash
 from lm_eval_fin.runfiles import Unreadable, read_results_dirs
 
@@ -213,11 +213,12 @@ def checked_scores(label: Label, answer: JudgedAnswer) -> dict[str, float]:
         if all(r is not None for r in label.points) and label.points:
             scores["recall"] = sum(label.points) / (top * len(label.points))  # type: ignore[arg-type]
     parts = [c.name for c in family.criteria if c.asked]
-    if family.name == "fin_lfqa" and all(p in scores for p in parts):
+    if family.total and all(p in scores for p in parts):
         total = sum(scores[p] for p in parts)
-        if "overall" in scores and scores["overall"] != total:
-            raise LabelError(f"{label.where}: overall = {scores['overall']:g} but the three criteria sum to {total:g}")
-        scores["overall"] = total
+        if family.total in scores and scores[family.total] != total:
+            raise LabelError(f"{label.where}: {family.total} = {scores[family.total]:g} but {', '.join(parts)} sum to "
+                             f"{total:g}")
+        scores[family.total] = total
     return scores
 
 
@@ -266,13 +267,8 @@ def match_labels(labels: Sequence[Label], preferences: Sequence[Preference], col
     return people
 
 
-def points_criterion_scale(keys: Iterable[Key], answers: dict[Key, JudgedAnswer]):
+def points_criterion_scale(keys: Iterable[Key], answers: dict[Key, JudgedAnswer]) -> Scale | None:
     """The 0..max_score scale of point ratings of these answers; None when their runs differ."""
     tops = {answers[k].max_score() for k in keys}
     return points_scale(tops.pop()) if len(tops) == 1 and None not in tops else None
-
-
-def families_of(collection: Collection) -> list[Family]:
-    tasks = {answer.task for answer in collection.answers}
-    return [f for f in FAMILIES if any(family_of(t) is f for t in tasks)]
 

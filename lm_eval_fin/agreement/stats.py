@@ -160,17 +160,34 @@ def _interval(values: list[float | None], confidence: float) -> tuple[float | No
     return float(low), float(high), missing
 
 
+@dataclass
+class _Gaps:
+    """What :func:`compare` could not estimate, gathered into one note each."""
+
+    undefined: list[str] = field(default_factory=list)
+    thin: dict[str, int] = field(default_factory=dict)  # statistic -> resamples where it was undefined
+
+    def notes(self, resamples: int) -> list[str]:
+        found = []
+        if self.undefined:
+            found.append(f"{', '.join(self.undefined)} not defined: a rater gave every unit the same value")
+        if self.thin:
+            found.append(f"{', '.join(self.thin)}: up to {max(self.thin.values())} of {resamples} resamples had a "
+                         "constant rater and are left out of the interval (too few distinct values for a reliable "
+                         "interval)")
+        return found
+
+
 def _estimate(statistic: Callable[[np.ndarray, np.ndarray], float | None], x: np.ndarray, y: np.ndarray,
-              samples: list[np.ndarray], confidence: float, name: str, notes: list[str],
+              samples: list[np.ndarray], confidence: float, name: str, gaps: _Gaps,
               p_value: float | None = None) -> Estimate:
     value = statistic(x, y)
     if value is None:
-        notes.append(f"{name} is not defined: one rater gave every unit the same value")
+        gaps.undefined.append(name)
         return NO_ESTIMATE
     low, high, missing = _interval([statistic(x[i], y[i]) for i in samples], confidence)
     if samples and missing / len(samples) > 0.01:
-        notes.append(f"{name}: {missing} of {len(samples)} resamples had a constant rater and are left "
-                     "out of its interval (too few distinct values for a reliable interval)")
+        gaps.thin[name] = missing
     return Estimate(value, low, high, p_value)
 
 
@@ -201,19 +218,21 @@ def compare(reference: Sequence[float], judged: Sequence[float], scale: Scale, *
         notes.append("no unit has both values")
         return figures
     samples = resample_indices(n, resamples, np.random.default_rng(seed), clusters=clusters)
-    figures.bias = _estimate(lambda a, b: float(np.mean(b - a)), x, y, samples, confidence, "bias", notes)
+    gaps = _Gaps()
+    figures.bias = _estimate(lambda a, b: float(np.mean(b - a)), x, y, samples, confidence, "bias", gaps)
     if scale.discrete:
-        figures.exact = _estimate(lambda a, b: float(np.mean(a == b)), x, y, samples, confidence, "exact", notes)
-        figures.kappa = _estimate(lambda a, b: kappa(a, b, scale), x, y, samples, confidence, "kappa", notes)
+        figures.exact = _estimate(lambda a, b: float(np.mean(a == b)), x, y, samples, confidence, "exact", gaps)
+        figures.kappa = _estimate(lambda a, b: kappa(a, b, scale), x, y, samples, confidence, "kappa", gaps)
     if n < MIN_UNITS:
         notes.append(f"correlations need at least {MIN_UNITS} units")
-        return figures
-    figures.pearson = _estimate(pearson, x, y, samples, confidence, "Pearson", notes,
-                                _p_value(stats.pearsonr, x, y))
-    figures.spearman = _estimate(spearman, x, y, samples, confidence, "Spearman", notes,
-                                 _p_value(stats.spearmanr, x, y))
-    figures.kendall = _estimate(kendall, x, y, samples, confidence, "Kendall", notes,
-                                _p_value(stats.kendalltau, x, y))
+    else:
+        figures.pearson = _estimate(pearson, x, y, samples, confidence, "Pearson", gaps,
+                                    _p_value(stats.pearsonr, x, y))
+        figures.spearman = _estimate(spearman, x, y, samples, confidence, "Spearman", gaps,
+                                     _p_value(stats.spearmanr, x, y))
+        figures.kendall = _estimate(kendall, x, y, samples, confidence, "Kendall", gaps,
+                                    _p_value(stats.kendalltau, x, y))
+    notes += gaps.notes(len(samples))
     return figures
 
 

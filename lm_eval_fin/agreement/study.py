@@ -324,7 +324,6 @@ def repeats_comparison(collection: Collection, judge: str, family: Family, setti
 @dataclass
 class Study:
     comparisons: list[Comparison]
-    notes: list[str]
 
     def unjudged(self) -> dict[str, int]:
         """Per judge, the compared answers it left undefined on some criterion."""
@@ -338,7 +337,6 @@ class Study:
 def run_study(collection: Collection, people: PeopleLabels | None, settings: StudySettings) -> Study:
     """Every comparison the runs and labels allow (see the module docstring)."""
     comparisons: list[Comparison] = []
-    notes: list[str] = []
     tasks = {a.task for a in collection.answers if a.judge is not None}
     families = [f for f in (family_of(t) for t in sorted(tasks)) if f is not None]
     for family in dict.fromkeys(families):
@@ -369,4 +367,4 @@ def run_study(collection: Collection, people: PeopleLabels | None, settings: Stu
             repeated = repeats_comparison(collection, judge, family, settings)
             if repeated is not None:
                 comparisons.append(repeated)
-    return Study(comparisons, notes)
+    return Study(comparisons)

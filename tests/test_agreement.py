@@ -123,6 +123,13 @@ def test_other_usage_errors(tmp_path, capsys):
     assert code == 2 and "cannot read" in err
 
 
+def test_a_judged_value_off_its_scale_is_a_usage_error(tmp_path, capsys):
+    judged_runs(tmp_path / "a")
+    judged_runs(tmp_path / "b", judge=JUDGE_B, scores={**SCORES, "beta": [(7, 1, 1)] + SCORES["beta"][1:]})
+    code, _, err = agreement(capsys, tmp_path / "a", tmp_path / "b")
+    assert code == 2 and f"{JUDGE_B} against {JUDGE_A} on accuracy" in err and "outside the scale 1..5" in err
+
+
 def test_two_judges_and_a_repeat(tmp_path, capsys):
     judged_runs(tmp_path / "a")
     judged_runs(tmp_path / "a", date="2025-01-02T00-00-00.000001")  # judge A again on the same answers

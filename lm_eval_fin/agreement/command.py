@@ -98,7 +98,10 @@ def main(args: argparse.Namespace) -> int:
     except LabelError as exc:
         return _error(str(exc))
     settings = StudySettings(args.resamples, args.seed, args.confidence)
-    study = run_study(collection, people, settings)
+    try:
+        study = run_study(collection, people, settings)
+    except ValueError as exc:
+        return _error(str(exc))
     if not study.comparisons:
         return _error("nothing to compare: give --labels, runs of two judges on the same answers, or two runs of one "
                       "judge on the same answers")

@@ -188,7 +188,10 @@ def compare_raters(kind: str, family: Family, reference: Rater, judged: Rater, c
         x, y = [p[1] for p in pairs], [p[2] for p in pairs]
         scale = criterion.scale if reference.integer and judged.integer else Scale(criterion.scale.low,
                                                                                    criterion.scale.high)
-        comparison.figures[criterion.name] = stats.compare(x, y, _integer_scale(scale, x, y), **options)
+        try:
+            comparison.figures[criterion.name] = stats.compare(x, y, _integer_scale(scale, x, y), **options)
+        except ValueError as exc:  # a value off its scale: the runs or labels are not what they claim
+            raise ValueError(f"{judged.name} against {reference.name} on {criterion.name}: {exc}") from None
         comparison.skipped[criterion.name] = counts
         if criterion.name == main and pairs:
             comparison.leaderboard_criterion = main

@@ -18,11 +18,12 @@ from lm_eval_fin.judge.options import add_judge_arguments
 
 # subcommand -> (module with add_arguments(parser) and main(args[, benchmarks]), summary)
 _SUBCOMMANDS = {
-    "score": ("lm_eval_fin.harness.rescore", "re-score lm-eval samples with the judge metrics of their task"),
+    "score": ("lm_eval_fin.harness.rescore", "score the logged answers of lm-eval runs (a --predict_only run), with a judge"),
     "build": ("lm_eval_fin.builders.cli", "build a benchmark dataset (earnings-call)"),
     "rerank": ("lm_eval_fin.benchmarks.fin_agentbench.rerank", "FinCARDS reranking on FinAgentBench chunk files"),
     "report": ("lm_eval_fin.report.cli", "one HTML page, Markdown and CSV leaderboard of many lm-eval runs"),
     "export": ("lm_eval_fin.export.cli", "export lm-eval runs as Every Eval Ever records or a model card's model-index"),
+    "agreement": ("lm_eval_fin.agreement.command", "how well a judge agrees with people, another judge and itself"),
     "doctor": ("lm_eval_fin.harness.doctor", "print what is installed and usable here (models, vllm, sandbox, a judge)"),
 }
 # subcommands whose main also takes the benchmarks

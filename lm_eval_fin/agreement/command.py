@@ -1,0 +1,204 @@
+"""``lm-eval-fin agreement RESULTS_DIR... [--labels FILE] [--output_path DIR]`` and
+``lm-eval-fin agreement --template N RESULTS_DIR... --output_path DIR``.
+
+Exit status: 0 when every figure could be computed from everything given; 1 when some runs
+could not be read or a judge left answers it should have judged undefined (they are left out
+of the figures and counted); 2 for bad arguments, a bad label file (one line names the file,
+line and problem) or nothing to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lm_eval_fin import __version__, exit_status
+from lm_eval_fin.agreement.settings import CONFIDENCE, RESAMPLES, StudySettings
+from lm_eval_fin.records import strict
+
+if TYPE_CHECKING:  # the statistics load scipy and scikit-learn: only when the command runs
+    from lm_eval_fin.agreement.matching import Collection
+    from lm_eval_fin.agreement.stats import Estimate
+    from lm_eval_fin.agreement.study import Comparison, Study
+
+OUTPUT_NAME = "agreement.json"
+FORMAT = "lm-eval-fin/agreement-1"
+PROG = "lm-eval-fin agreement"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR",
+                        help="lm-eval --output_path folders of judged fin_lfqa / fin_ems runs, samples logged")
+    parser.add_argument("--labels", metavar="FILE",
+                        help="people's labels: JSONL (or the filled-in template CSV); see docs/agreement.md")
+    parser.add_argument("--template", type=int, metavar="N",
+                        help="write a label template of N answers drawn across the models instead of figures")
+    parser.add_argument("--output_path", metavar="DIR",
+                        help=f"folder for {OUTPUT_NAME} (or, with --template, the template files)")
+    parser.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap resamples per interval")
+    parser.add_argument("--confidence", type=float, default=CONFIDENCE, help="interval coverage")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling and of the template's draw")
+
+
+def _error(message: str) -> int:
+    print(f"{PROG}: error: {message}", file=sys.stderr)
+    return exit_status.USAGE
+
+
+def _usage_problem(args: argparse.Namespace) -> str | None:
+    if args.resamples < 1:
+        return "--resamples must be at least 1"
+    if not 0 < args.confidence < 1:
+        return "--confidence must be between 0 and 1"
+    if args.template is not None:
+        if args.template < 1:
+            return "--template N needs N of at least 1"
+        if not args.output_path:
+            return "--template needs --output_path, the folder for the template"
+        if args.labels:
+            return "--template writes a template; give --labels in a separate call"
+    return None
+
+
+def main(args: argparse.Namespace) -> int:
+    from lm_eval_fin.agreement.labels import LabelError, read_labels
+    from lm_eval_fin.agreement.matching import collect, match_labels
+    from lm_eval_fin.agreement.study import run_study
+    from lm_eval_fin.agreement.template import draw, write_template
+
+    problem = _usage_problem(args)
+    if problem:
+        return _error(problem)
+    collection = collect(args.results_dirs)
+    for item in collection.unreadable:
+        print(f"{PROG}: cannot read {item.path}: {item.reason}", file=sys.stderr)
+    for note in collection.notes:
+        print(f"{PROG}: {note}", file=sys.stderr)
+    if not collection.answers:
+        return _error("no logged fin_lfqa or fin_ems samples in " + ", ".join(args.results_dirs))
+    incomplete = bool(collection.unreadable)
+    if args.template is not None:
+        drawn = draw(collection, args.template, args.seed)
+        files = write_template(drawn, args.output_path)
+        models = len({(a.task, a.model) for a in drawn})
+        print(f"label template of {len(drawn)} answers from {models} model runs: {files['jsonl']} and {files['csv']}")
+        if len(drawn) < args.template:
+            print(f"{PROG}: the runs hold only {len(drawn)} answers", file=sys.stderr)
+        return exit_status.INCOMPLETE if incomplete else exit_status.OK
+    if not collection.judges:
+        return _error("no judged answers in the runs (their settings name no judge)")
+    people = None
+    try:
+        if args.labels:
+            labels, preferences, _ = read_labels(args.labels)
+            people = match_labels(labels, preferences, collection)
+    except LabelError as exc:
+        return _error(str(exc))
+    settings = StudySettings(args.resamples, args.seed, args.confidence)
+    try:
+        study = run_study(collection, people, settings)
+    except ValueError as exc:
+        return _error(str(exc))
+    if not study.comparisons:
+        return _error("nothing to compare: give --labels, runs of two judges on the same answers, or two runs of one "
+                      "judge on the same answers")
+    for comparison in study.comparisons:
+        print(render(comparison, settings.confidence))
+    if args.output_path:
+        path = write_json(args, collection, study, settings)
+        print(f"figures: {path}")
+    for judge, answers in study.unjudged().items():
+        print(f"{PROG}: {judge} left {answers} compared answer{'s' if answers != 1 else ''} unjudged on some "
+              "criterion (it failed or its reply did not parse); left out of those figures, counted under 'left "
+              "out'", file=sys.stderr)
+        incomplete = True
+    return exit_status.INCOMPLETE if incomplete else exit_status.OK
+
+
+def write_json(args: argparse.Namespace, collection: Collection, study: Study, settings: StudySettings) -> Path:
+    folder = Path(args.output_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    document = {
+        "format": FORMAT,
+        "lm_eval_fin_version": __version__,
+        "runs": list(args.results_dirs),
+        "labels": args.labels,
+        "confidence": settings.confidence,
+        "resamples": settings.resamples,
+        "seed": settings.seed,
+        "judges": [judge.as_dict() for judge in collection.judges.values()],
+        "comparisons": [c.as_dict() for c in study.comparisons],
+        "unreadable": [{"path": str(u.path), "reason": u.reason} for u in collection.unreadable],
+        "notes": collection.notes,
+    }
+    path = folder / OUTPUT_NAME
+    path.write_text(json.dumps(strict(document), indent=1, ensure_ascii=False, allow_nan=False) + "\n",
+                    encoding="utf-8")
+    return path
+
+
+# ------------------------------------------------------------------------------ the table
+
+
+def _number(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _cell(estimate: Estimate | None, digits: int = 2, percent: bool = False) -> str:
+    if estimate is None or estimate.value is None:
+        return "—"
+    scale = 100 if percent else 1
+    digits = 0 if percent else digits
+    value = f"{estimate.value * scale:.{digits}f}{'%' if percent else ''}"
+    if estimate.low is None or estimate.high is None:
+        return value
+    return f"{value} [{estimate.low * scale:.{digits}f}, {estimate.high * scale:.{digits}f}]"
+
+
+def _skipped(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {why}" for why, n in counts.items() if n) or "—"
+
+
+def render(comparison: Comparison, confidence: float) -> str:
+    """One comparison as a plain-text table (criteria as rows)."""
+    from lm_eval_fin.agreement.study import REPEATS
+
+    title = (f"\n{comparison.family} · {comparison.kind}: {comparison.judged} against {comparison.reference}"
+             f" ({confidence:.0%} bootstrap intervals)")
+    if comparison.kind == REPEATS:
+        return _render_stability(title, comparison)
+    header = ("criterion", "n", "Pearson", "Spearman", "Kendall tau", "kappa", "exact", "bias", "left out")
+    rows = [header]
+    for name, f in comparison.figures.items():
+        rows.append((name, str(f.n), _cell(f.pearson), _cell(f.spearman), _cell(f.kendall), _cell(f.kappa),
+                     _cell(f.exact, percent=True), _cell(f.bias), _skipped(comparison.skipped.get(name, {}))))
+    lines = [title, *_columns(rows)]
+    order = comparison.leaderboard
+    if order is not None and len(order.systems) > 1:
+        lines.append(f"leaderboard by {comparison.leaderboard_criterion} ({len(order.systems)} models): "
+                     f"Kendall tau {_cell(order.kendall)}, Spearman {_cell(order.spearman)}, pairs in another "
+                     f"order {_cell(order.flipped, percent=True)}, same top model: "
+                     f"{'—' if order.same_top is None else 'yes' if order.same_top else 'no'}"
+                     f" ({_number(None if order.top_agrees is None else order.top_agrees * 100, 0)}% of resamples)")
+    for name, f in comparison.figures.items():
+        lines += [f"  {name}: {note}" for note in f.notes]
+    lines += [f"  {note}" for note in comparison.notes]
+    return "\n".join(lines)
+
+
+def _render_stability(title: str, comparison: Comparison) -> str:
+    rows = [("criterion", "runs", "n", "identical", "within-answer SD", "Pearson (run 1-2)", "kappa (run 1-2)",
+             "unjudged")]
+    for name, s in comparison.stability.items():
+        first = s.pairs.get("1-2")
+        rows.append((name, str(s.repeats), str(s.n), _cell(s.identical, percent=True), _cell(s.within_sd),
+                     _cell(first.pearson if first else None), _cell(first.kappa if first else None), str(s.unjudged)))
+    return "\n".join([title, *_columns(rows)])
+
+
+def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]

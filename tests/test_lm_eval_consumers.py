@@ -1,0 +1,151 @@
+"""Our output folders as lm-eval's own consumers read them: a judged fin_ems run, a judged
+fin_lfqa run and a fin_agentbench run through the real ``lm_eval`` CLI (the embedded model
+answers, a scripted judge behind the real OpenAI-compatible test server judges), then
+
+* strict JSON: the results file and every samples line parse with NaN and Infinity refused;
+* lm-eval's results: every metric of each task's ``metric_list`` has a value (a number or
+  null) and a stderr key;
+* W&B: lm-eval's ``WandbLogger._generate_dataset`` (what ``--wandb_args`` uploads as the
+  samples table) builds its table from the samples, one column per listed metric;
+* Zeno: what lm-eval's ``scripts/zeno_visualize.py`` reads (it is not distributed on PyPI, so
+  its reads are repeated here with lm-eval's own file-name helpers): every subfolder of the
+  output path is a model folder with results files, the tasks come from the latest one's
+  configs, and each sample holds the fields and every listed metric its tables take.
+
+Nothing but lm-eval's model folders may be written into ``--output_path``.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lm_eval_fin import paths
+from tests.ems_scripted_judge import ScriptedJudgeServer
+from tests.openai_server import ServerProcess
+
+BIN = Path(sys.executable).parent
+VERDICT = json.dumps({"accuracy": 4, "numerical_correctness": 3, "evidence_entailment": 5})
+
+
+def strict_json(text: str):
+    return json.loads(text, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+
+
+@pytest.fixture(scope="module")
+def output_roots(tmp_path_factory, embedded_model_dir):
+    """name -> the --output_path of one lm_eval run (the three run side by side)."""
+    root = tmp_path_factory.mktemp("consumers")
+    with ScriptedJudgeServer() as ems_judge, ServerProcess(reply=VERDICT) as lfqa_judge:
+        runs = {
+            "fin_agentbench": ({"data_path": str(paths.data_path("finagentbench_demo"))}, None, []),
+            "fin_ems": ({"data_path": str(paths.data_path("ems_demo")), "bertscore_model": "offline",
+                         "max_gen_toks": 16}, ems_judge.spec, []),
+            "fin_lfqa": ({"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")),
+                          "bertscore_model": "offline"}, f"openai:{lfqa_judge.base_url}#verdict",
+                         ["--confirm_run_unsafe_code"]),
+        }
+        processes = {}
+        for name, (metadata, judge, extra) in runs.items():
+            env = dict(os.environ, LM_EVAL_FIN_CACHE=str(root / f"{name}.sqlite"))
+            env.pop("LM_EVAL_FIN_JUDGE", None)
+            if judge:
+                env["LM_EVAL_FIN_JUDGE"] = judge
+            processes[name] = subprocess.Popen(
+                [BIN / "lm_eval", "run", "--include_path", str(paths.tasks_dir()), "--model", "hf",
+                 "--model_args", f"pretrained={embedded_model_dir},dtype=float32", "--apply_chat_template",
+                 "--tasks", name, "--limit", "1", "--gen_kwargs", "max_gen_toks=16", "--metadata",
+                 json.dumps(metadata), *extra, "--output_path", str(root / name), "--log_samples"],
+                cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )
+        for name, process in processes.items():
+            log, _ = process.communicate(timeout=900)
+            assert process.returncode == 0, f"{name}: {log[-4000:]}"
+    return {name: root / name for name in runs}
+
+
+def latest(paths_: list[Path]) -> Path:
+    return max(paths_, key=lambda p: p.stem.rsplit("_", 1)[-1])
+
+
+def run_files(root: Path) -> tuple[dict, dict[str, list[dict]]]:
+    (model_dir,) = [p for p in root.iterdir()]  # lm-eval's model folder, and nothing beside it
+    assert model_dir.is_dir()
+    results = strict_json(latest(list(model_dir.glob("results_*.json"))).read_text())
+    samples = {
+        task: [strict_json(line) for line in latest(list(model_dir.glob(f"samples_{task}_*.jsonl"))).read_text().splitlines()]
+        for task in results["configs"]
+    }
+    return results, samples
+
+
+@pytest.mark.parametrize("name", ["fin_agentbench", "fin_ems", "fin_lfqa"])
+def test_results_and_samples_are_strict_json_with_every_listed_metric(output_roots, name):
+    results, samples = run_files(output_roots[name])
+    for task, lines in samples.items():
+        listed = [entry["metric"] for entry in results["configs"][task]["metric_list"]]
+        entry = results["results"][task]
+        for metric in listed:
+            value = entry[f"{metric},none"]
+            assert value is None or isinstance(value, (int, float)), (task, metric, value)
+            assert f"{metric}_stderr,none" in entry
+        assert lines
+        for line in lines:
+            for metric in listed:
+                assert line[metric] is None or isinstance(line[metric], float), (task, metric, line[metric])
+            record = json.loads(line["filtered_resps"][0])
+            assert record["format"].startswith("lm-eval-fin/") and isinstance(record["answer"], str)
+
+
+def test_judged_values_are_per_sample_with_the_judge_named(output_roots):
+    results, samples = run_files(output_roots["fin_lfqa"])
+    (line,) = samples["fin_lfqa"]
+    assert (line["judge_accuracy"], line["judge_numerical"], line["judge_entailment"], line["judge_score"]) == (
+        4.0, 3.0, 5.0, 12.0)
+    record = json.loads(line["filtered_resps"][0])
+    assert record["judge"]["spec"].endswith("#verdict") and record["judge"]["scores"]["accuracy"] == 4
+    assert results["results"]["fin_lfqa"]["judge_score,none"] == 12.0
+    _, ems_samples = run_files(output_roots["fin_ems"])
+    (ems_line,) = ems_samples["fin_ems"]
+    assert ems_line["judge_failure"] == 0.0 and ems_line["ems_offline_rouge_f1"] is None
+    assert json.loads(ems_line["filtered_resps"][0])["ems"]["method"] == "llm"
+
+
+@pytest.mark.parametrize("name", ["fin_agentbench", "fin_ems", "fin_lfqa"])
+def test_wandb_builds_its_samples_table(output_roots, name):
+    from lm_eval.loggers.wandb_logger import WandbLogger
+
+    results, samples = run_files(output_roots[name])
+    for task, lines in samples.items():
+        # the samples as lm-eval holds them in memory when it logs to W&B (the file spells arguments out)
+        data = [dict(line, arguments=[tuple(arg.values()) for arg in line["arguments"].values()]) for line in lines]
+        table = WandbLogger._generate_dataset(None, data, results["configs"][task])
+        listed = [entry["metric"] for entry in results["configs"][task]["metric_list"]]
+        assert len(table) == len(lines) and set(listed) <= set(table.columns)
+
+
+@pytest.mark.parametrize("name", ["fin_agentbench", "fin_ems", "fin_lfqa"])
+def test_zeno_reads_the_output_folder(output_roots, name):
+    from lm_eval.utils import get_latest_filename, get_results_filenames, get_sample_results_filenames
+
+    root = output_roots[name]
+    models = [entry for entry in os.scandir(root) if entry.is_dir()]
+    assert models and all(get_results_filenames([f.as_posix() for f in Path(m.path).iterdir()]) for m in models)
+    for model in models:
+        files = [f.as_posix() for f in Path(model.path).iterdir() if f.is_file()]
+        results = strict_json(Path(get_latest_filename(get_results_filenames(files))).read_text())
+        assert isinstance(results["config"]["model_args"], (str, dict))
+        for task, config in results["configs"].items():
+            samples_file = get_latest_filename([Path(f).name for f in get_sample_results_filenames(files) if task in f])
+            data = [strict_json(line) for line in (Path(model.path) / samples_file).read_text().splitlines()]
+            ids = [f"{x['doc_id']}.{x['filter']}" for x in data] if config.get("filter_list") else [x["doc_id"] for x in data]
+            assert len(set(ids)) == len(data)
+            assert config["output_type"] == "generate_until"
+            for x in data:
+                assert isinstance(x["arguments"]["gen_args_0"]["arg_0"], str) and "target" in x
+                assert isinstance(str(x["filtered_resps"][0]), str)
+                for metric in config["metric_list"]:
+                    assert metric["metric"] in x

@@ -39,7 +39,7 @@ def main(names: list[str]) -> int:
         start = time.perf_counter()
         try:
             found = _load(path).run()
-        except Exception as exc:  # one broken benchmark must not hide the others' figures
+        except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others' figures
             failed += 1
             traceback.print_exc()
             found = [{"figure": path.stem, "note": f"FAILED: {type(exc).__name__}: {exc}"}]

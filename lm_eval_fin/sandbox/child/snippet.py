@@ -90,7 +90,7 @@ def main(job: dict, modules: list) -> None:
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             stream.flush()
-        except BaseException:  # the snippet may have replaced or closed the streams
+        except BaseException:  # noqa: BLE001 - the snippet may have replaced or closed the streams
             pass
     status = "ok" if ok else "error"
     outcome = f"{token}\n{status}\n{category}\n{text[:max_text_chars]}"
@@ -204,7 +204,7 @@ def run_snippet(code) -> tuple:
         sys.modules["__main__"] = module
         try:
             exec(compiled, module.__dict__)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - whatever the snippet's code raises is its outcome
             return False, _category(exc), _describe(exc)
         function = _entry_point(module.__dict__)
         if function is None:
@@ -213,7 +213,7 @@ def run_snippet(code) -> tuple:
         unbound = "missing_arguments" if not _needs_no_arguments(function) else None
         try:
             value = function()
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - whatever the snippet's function raises is its outcome
             return False, unbound or _category(exc), _describe(exc)
         if value is None:
             return False, "none_result", f"{function.__name__}() returned None"
@@ -228,9 +228,9 @@ def run_snippet(code) -> tuple:
                 )
         try:
             return True, "", repr(value)
-        except BaseException as exc:
+        except BaseException as exc:  # noqa: BLE001 - a hostile __repr__ may raise anything
             return False, _category(exc), "repr() of the returned value failed: " + _describe(exc)
-    except BaseException:  # e.g. MemoryError while describing another error
+    except BaseException:  # noqa: BLE001 - e.g. MemoryError while describing another error
         return False, "exception", "the snippet failed, and describing the failure failed too"
 
 
@@ -250,7 +250,7 @@ def _category(
         return "resource"
     try:
         message = _str(exc) if _type(exc) in _refusals else ""
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - a hostile exception's __str__ may raise anything
         message = ""
     if message.startswith(REFUSAL_PREFIX) or (_type(exc) is _runtime and message == THREAD_REFUSAL):
         return "refused"
@@ -291,7 +291,7 @@ def _describe(exc: BaseException) -> str:
     """``Type: message (line N)``, N being the snippet's line where it happened."""
     try:
         message = str(exc)
-    except BaseException:
+    except BaseException:  # noqa: BLE001 - a hostile exception's __str__ may raise anything
         message = "<message unavailable>"
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     if isinstance(exc, SyntaxError):

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib
 import ipaddress
 import math
-import pkgutil
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -111,27 +109,24 @@ def model_identity(run: Run, given_id: str | None = None) -> ModelIdentity:
 
 @dataclass(frozen=True)
 class BenchmarkTables:
-    """A benchmark's ``scales`` module and its dataset's hub id (``data.HUB_DATASET``)."""
+    """What a benchmark says of its metrics and data (its :class:`~lm_eval_fin.harness.benchmark.Benchmark`):
+    each metric's scale, the headline metrics of each task, its dataset's hub id."""
 
     name: str
     scales: Mapping[str, Scale]
-    headline: tuple[str, ...]
+    headlines: Mapping[str, tuple[str, ...]]
     hub_dataset: str | None
+
+    def headline(self, task: str) -> tuple[str, ...]:
+        return tuple(self.headlines.get(task, ()))
 
 
 @functools.cache
 def all_tables() -> tuple[BenchmarkTables, ...]:
-    """Every benchmark package's tables (each ``lm_eval_fin/benchmarks/<name>/``)."""
-    import lm_eval_fin.benchmarks as package
+    """Every benchmark's tables."""
+    from lm_eval_fin.benchmarks import all_benchmarks
 
-    found = []
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.ispkg:
-            scales = importlib.import_module(f"{package.__name__}.{info.name}.scales")
-            data = importlib.import_module(f"{package.__name__}.{info.name}.data")
-            found.append(BenchmarkTables(info.name, scales.SCALES, tuple(scales.HEADLINE),
-                                         getattr(data, "HUB_DATASET", None)))
-    return tuple(found)
+    return tuple(BenchmarkTables(b.name, b.scales, b.headline, b.hub_dataset) for b in all_benchmarks())
 
 
 def tables_of(task: str) -> BenchmarkTables | None:

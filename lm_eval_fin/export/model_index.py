@@ -1,7 +1,7 @@
 """The ``model-index`` block of a Hugging Face model card: the YAML a model author pastes into
 the card's front matter so the hub shows our results beside the model.
 
-One entry per task, with the task's headline metrics (its benchmark's ``HEADLINE``; every
+One entry per task, with the task's headline metrics (its benchmark's ``headline``; every
 metric for a task of no benchmark of ours) that have a value. The dataset is the hub dataset
 and split the run read, or, for local data, the task's name with the data's path and sha256
 in ``args``; ``config`` is the lm-eval task, because settings of one benchmark (FinLFQA's
@@ -78,7 +78,7 @@ def task_result(run: Run, task_run: TaskRun, source_url: str | None) -> dict[str
     """The entry of one task; None when none of its headline metrics has a value."""
     items = {item.name: item for item in facts.metric_facts(task_run)}
     tables = facts.tables_of(task_run.task)
-    shown = matching(items, tables.headline) if tables else list(items)
+    shown = matching(items, tables.headline(task_run.task)) if tables else list(items)
     if not shown:
         return None
     result = {

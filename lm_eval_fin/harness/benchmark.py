@@ -42,7 +42,9 @@ class Benchmark:
     one dict of details per document; ``keep`` what a ``--predict_only`` record holds.
     ``prompt(doc)``: the prompt a document's answer is checked against for echoes.
     ``judged``: whether its tasks have judge metrics (``lm-eval-fin score`` needs a judge for
-    them). ``headline``: per task, the metrics a summary shows first. ``view``: its view in
+    them). ``headline``: per task, the metrics a summary, a model card and the report show
+    first. ``scales``: what each metric's values can be (:mod:`lm_eval_fin.scales`: metric-name
+    pattern -> scale). ``hub_dataset``: the dataset's hub id, where it has one. ``view``: its view in
     the report (an object of :mod:`lm_eval_fin.report`, opaque here). ``demo``: its part of
     ``make demo``.
     """
@@ -56,6 +58,8 @@ class Benchmark:
     prompt: Callable[[dict], str] | None = None
     judged: bool = False
     headline: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    scales: Mapping[str, Any] = field(default_factory=dict)
+    hub_dataset: str | None = None
     view: Any = None
     demo: Demo | None = None
 

@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin.jsonl import answer_of, read_jsonl
+from lm_eval_fin.jsonl import read_jsonl
+from lm_eval_fin.runfiles import answer_of
 
 RESULTS_FILE = re.compile(r"^(?P<judged>judged_)?results_(?P<date>.+)\.json$")
 NO_FILTER = "none"

@@ -1,4 +1,4 @@
-"""The scale of every FinAgentBench metric (:mod:`lm_eval_fin.scales`) and the headline ones:
+"""The scale of every FinAgentBench metric (:mod:`lm_eval_fin.scales`):
 nDCG, MAP and MRR at each cut-off (FinAgentBench's @5, FinCARDS's @10)."""
 
 from __future__ import annotations
@@ -9,8 +9,6 @@ SCALES: dict[str, Scale] = {
     r"ndcg@\d+": share("ndcg"),
     r"map\w*@\d+": share("map"),  # MAP, and MAP under another paper's convention
     r"mrr@\d+": share("mrr"),
-    "parse_failure": share("failure_rate"),
+    r"parse_failure|degenerate_answer": share("failure_rate"),
     r"truncated_(documents|answers)": total("truncation"),
 }
-
-HEADLINE = (r"ndcg@\d+", r"map\w*@\d+", r"mrr@\d+")

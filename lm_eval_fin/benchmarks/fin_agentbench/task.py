@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lm_eval_fin import paths
-from lm_eval_fin.benchmarks.fin_agentbench import data
+from lm_eval_fin.benchmarks.fin_agentbench import data, scales
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import fit_chunks
 from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, read_ranking, score_ranking
 from lm_eval_fin.degenerate import in_input_order
@@ -137,6 +137,7 @@ BENCHMARK = Benchmark(
     check_data=_records,
     score=read_rankings,
     prompt=lambda doc: doc["prompt"],
+    scales=scales.SCALES,
     headline={
         "fin_agentbench_doc": ("ndcg@5", "map@5", "mrr@5", "parse_failure"),
         "fin_agentbench_chunk": ("ndcg@10", "map@10", "mrr@10", "parse_failure"),

@@ -1,4 +1,4 @@
-"""The scale of every FinLFQA metric (:mod:`lm_eval_fin.scales`) and the headline ones: the
+"""The scale of every FinLFQA metric (:mod:`lm_eval_fin.scales`): the
 paper's metrics (section 4), the judge's first."""
 
 from __future__ import annotations
@@ -19,21 +19,16 @@ SCALES: dict[str, Scale] = {
     "knowledge_skipped": total("skipped"),
     "code_exec_rate": share("execution_rate"),
     "code_per_answer": count(),
-    r"code_\w+": share("failure_rate"),  # code_<failure category>: shares of the run's snippets
+    r"code_\w+": share("failure_rate"),  # code_<failure category>: shares of an answer's snippets, averaged
     "rouge_l": share("text_overlap"),
     # cosine similarities of contextual embeddings, not rescaled against a baseline
     "bertscore_f1": Scale(-1.0, 1.0, SIMILARITY, "embedding_similarity"),
     "judge_score": JUDGE_SCORE,
     r"judge_(accuracy|numerical|entailment)": CRITERION,
     r"judge_(failure|parse_failure|skipped)": share("failure_rate", judged=True),
-    "parse_failure": share("failure_rate"),
+    r"parse_failure|degenerate_answer": share("failure_rate"),
     "index_base": Scale(0.0, 1.0, "index", "setting"),  # not a score: where the run's numbering starts
     "truncated_answers": total("truncation"),
     "refine_rounds": count(),
     "refine_done": share("completion_rate"),
 }
-
-HEADLINE = (
-    r"judge_score", r"numeric_f1", r"evidence_f1", r"code_exec_rate", r"knowledge_recall", r"rouge_l",
-    r"bertscore_f1",
-)

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lm_eval_fin import paths, textsim
-from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, refine, score
+from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, refine, scales, score
 from lm_eval_fin.harness import multistep, replay, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
 from lm_eval_fin.harness.settings import (
@@ -212,7 +212,10 @@ BENCHMARK = Benchmark(
     keep=keep_traces,
     prompt=lambda doc: (prompt.build_answer_prompt if doc.get("protocol") == "fin_lfqa_posthoc" else prompt.build_prompt)(doc),
     judged=True,
-    headline={task: ("judge_score", "numeric_f1", "evidence_f1", "code_exec_rate", "rouge_l") for task in TASKS},
+    scales=scales.SCALES,
+    hub_dataset=data.HUB_DATASET,
+    headline={task: ("judge_score", "numeric_f1", "evidence_f1", "code_exec_rate", "knowledge_recall", "rouge_l")
+              for task in TASKS},
     demo=Demo(
         metadata=lambda: {"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), "judge": "none",
                           "bertscore_model": "offline"},

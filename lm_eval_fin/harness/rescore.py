@@ -60,6 +60,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where lm-eval writes the scored results and samples (default: beside each run's own files)",
     )
     parser.add_argument(
+        "--judge-repeat", dest="judge_repeat", type=int, default=1, metavar="N",
+        help="score N times, the judge seed one higher each time (sampling needs --judge-temperature above 0), "
+        "then print how well the judge agrees with itself (default 1)",
+    )
+    parser.add_argument(
         "--confirm_run_unsafe_code", action="store_true",
         help="allow running the model-written code of tasks that score it (fin_lfqa), as lm-eval's flag does",
     )
@@ -118,27 +123,66 @@ def model_name(files: Sequence[runfiles.SamplesFile]) -> str:
 
 
 def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
+    from lm_eval_fin.judge import JudgeOptions
+
     spec, options = judge_of(args)
+    if args.judge_repeat < 1:
+        raise ScoreError(f"--judge-repeat must be at least 1, got {args.judge_repeat}")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     by_run = runs_to_score(args.path, tasks, benchmarks)
     unsafe = sorted({f.task for files in by_run.values() for f in files if taskfiles.task_config(f.task).get("unsafe_code")})
     if unsafe and not args.confirm_run_unsafe_code:
         raise ScoreError(f"scoring {', '.join(unsafe)} runs the model's code in the sandbox: pass --confirm_run_unsafe_code")
+    defaults = JudgeOptions()
+    if args.judge_repeat > 1 and options.get("temperature", defaults.temperature) == 0:
+        print(f"{PROG}: note: the judge decodes greedily (--judge-temperature 0), so its repeats can only agree",
+              file=sys.stderr)
     replay.register_model()
     failed = False
     for (folder, date), files in by_run.items():
-        with tempfile.TemporaryDirectory(prefix="lm-eval-fin-score-") as scratch:
-            plan_path = Path(scratch) / "replay.json"
-            replay.Plan({f.task: str(f.path) for f in files}, spec, options).write(plan_path)
-            output = args.output_path or folder.parent
-            argv = [
-                "--model", replay.MODEL_NAME, "--model_args", f"pretrained={model_name(files)}",
-                "--tasks", ",".join(f.task for f in files), "--output_path", str(output), "--log_samples",
-                *(["--confirm_run_unsafe_code"] if unsafe else []),
-            ]
-            print(f"{PROG}: scoring {', '.join(f.task for f in files)} of run {date or folder} with judge {spec}",
-                  file=sys.stderr)
-            failures = run.call_lm_eval(argv, {replay.REPLAY_ENV: str(plan_path)})
-        run.report_failures(PROG, failures)
-        failed = failed or bool(failures)
+        output = args.output_path or folder.parent
+        scored: list[Path] = []
+        for repeat in range(args.judge_repeat):
+            seeded = {**options, "seed": options.get("seed", defaults.seed) + repeat} if args.judge_repeat > 1 else options
+            before = set(output.rglob("results_*.json"))
+            failures = _replay(files, spec, seeded, output, unsafe, f"run {date or folder}")
+            scored += sorted(set(output.rglob("results_*.json")) - before)
+            run.report_failures(PROG, failures)
+            failed = failed or bool(failures)
+        if args.judge_repeat > 1 and spec is not None:
+            print(judge_stability(scored))
     return exit_status.INCOMPLETE if failed else exit_status.OK
+
+
+def _replay(files, spec: str | None, options: dict, output: Path, unsafe: list[str], which: str):
+    """One replay of a logged run through lm-eval; the judge failures it recorded."""
+    with tempfile.TemporaryDirectory(prefix="lm-eval-fin-score-") as scratch:
+        plan_path = Path(scratch) / "replay.json"
+        replay.Plan({f.task: str(f.path) for f in files}, spec, options).write(plan_path)
+        argv = [
+            "--model", replay.MODEL_NAME, "--model_args", f"pretrained={model_name(files)}",
+            "--tasks", ",".join(f.task for f in files), "--output_path", str(output), "--log_samples",
+            *(["--confirm_run_unsafe_code"] if unsafe else []),
+        ]
+        print(f"{PROG}: scoring {', '.join(f.task for f in files)} of {which} with judge {spec}", file=sys.stderr)
+        return run.call_lm_eval(argv, {replay.REPLAY_ENV: str(plan_path)})
+
+
+def judge_stability(results: Sequence[Path]) -> str:
+    """How well the judge agreed with itself over the repeated scorings (:mod:`lm_eval_fin.agreement`)."""
+    from lm_eval_fin.agreement.command import render
+    from lm_eval_fin.agreement.criteria import family_of
+    from lm_eval_fin.agreement.matching import collect
+    from lm_eval_fin.agreement.settings import StudySettings
+    from lm_eval_fin.agreement.study import repeats_comparison
+
+    collection = collect([str(path) for path in results])
+    settings = StudySettings()
+    tables = []
+    for judge in collection.judges:
+        for task in sorted({answer.task for answer in collection.answers}):
+            family = family_of(task)
+            comparison = repeats_comparison(collection, judge, family, settings) if family else None
+            if comparison is not None and comparison.family not in {t[0] for t in tables}:
+                tables.append((comparison.family, render(comparison, settings.confidence)))
+    return "\n".join(text for _, text in tables) or "no judged answer was repeated"

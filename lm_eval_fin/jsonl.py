@@ -19,4 +19,4 @@ def read_jsonl(path: str | Path, error: type[Exception] = ValueError) -> Iterato
             try:
                 yield where, json.loads(line)
             except json.JSONDecodeError as exc:
-                raise error(f"{where}: not JSON ({exc.msg})") from None
+                raise error(f"{where}: not JSON ({exc})") from None

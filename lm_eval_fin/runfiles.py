@@ -293,7 +293,7 @@ def read_run(results_path: Path, results_dir: Path) -> Run:
     except (OSError, UnicodeDecodeError) as exc:
         raise RunError(f"cannot read {results_path}: {exc}") from None
     except json.JSONDecodeError as exc:
-        raise RunError(f"{results_path} is not JSON ({exc.msg}, line {exc.lineno})") from None
+        raise RunError(f"{results_path} is not JSON ({exc})") from None
     if not isinstance(results, dict) or not isinstance(results.get("results"), dict) or not results["results"]:
         raise RunError(f"{results_path} has no 'results' section: not an lm-eval results file")
     folder = results_path.parent

@@ -496,8 +496,9 @@ def test_the_llm_prompt_shares_a_character_budget_between_its_chunks():
 
 
 def test_selection_and_listwise_parsers():
-    text = '{"selected": [{"id": "[Chunk Index 4]", "score": 140}, {"id": 4, "score": 1}, {"id": 2}, {"id": 99, "score": 5}]}'
+    text = '{"selected": [{"id": "[Chunk Index 4]", "score": 100}, {"id": 4, "score": 1}, {"id": 2}, {"id": 99, "score": 5}]}'
     assert parse_selection(text, [2, 4]) == [(4, 100.0, ""), (2, 50.0, "")]
+    assert parse_selection(text.replace("100", "140"), [2, 4]) is None  # off the 0-100 scale: no verdict
     assert parse_selection('{"selected": []}', [1]) is None
     assert parse_listwise('{"ranking": [3, 3, 1]}', [1, 2, 3]) == [3, 1]
     assert parse_listwise("```\n[2, 1]\n```", [1, 2, 3]) == [2, 1]

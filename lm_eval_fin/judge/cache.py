@@ -9,7 +9,9 @@ OpenAI-compatible server at another address is another judge.
 
 Only answers are stored, never failures: a re-run asks again for what failed. An answer the
 caller could not parse is stored like any other; see ``retry_unparsable`` in
-:mod:`lm_eval_fin.judge.options` for how a re-run treats it.
+:mod:`lm_eval_fin.judge.options` for how a re-run treats it. A reply longer than the judge's
+``max_reply_bytes`` is not stored (:func:`oversized_reply`): a server that ignores
+``max_tokens`` must not fill the disk, and such a reply is a failure of its request.
 
 Sharing. WAL lets readers and one writer work at once; writers wait on each other through a
 busy timeout. Every answer is committed in its own short transaction as soon as it arrives
@@ -113,6 +115,20 @@ def cache_key(judge_spec: str, request: JudgeRequest) -> str:
     }
     blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def oversized_reply(text: str, limit: int) -> str | None:
+    """Why ``text`` is not stored: it is longer than ``limit`` UTF-8 bytes; None when it fits.
+
+    >>> oversized_reply("x" * 10, 8)
+    'the judge replied 10 bytes, more than the 8 the judge cache stores (--judge-max-reply-bytes)'
+    """
+    if 4 * len(text) <= limit:  # a character is at most 4 bytes: no need to count
+        return None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return None
+    return f"the judge replied {size} bytes, more than the {limit} the judge cache stores (--judge-max-reply-bytes)"
 
 
 @dataclass(frozen=True)

@@ -1031,7 +1031,12 @@ def test_cli_with_the_judge_down_prints_no_scores_exits_1_and_resumes_from_the_c
     data = write_filing(tmp_path / "chunks.jsonl")
     fast = ["--judge-max-retries", "0", "--judge-backoff", "0", "--judge-timeout", "5"]
     argv = ["--data", data, "--variant", "all", "--out", tmp_path / "run.jsonl", *fast]
-    assert cli.main(_parse([*argv, "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m"])) == 1
+    # a server that does not answer at all is known before any work: one line, status 2
+    assert cli.main(_parse([*argv, "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m"])) == 2
+    assert "no answer from" in capsys.readouterr().err and not (tmp_path / "run.jsonl").exists()
+    # one that answers, but only errors, fails every request it gets
+    with ServerProcess(fail_rate=1.0) as failing:
+        assert cli.main(_parse([*argv, "--judge", f"openai:{failing.base_url}#m"])) == 1
     captured = capsys.readouterr()
     rows = _table_rows(captured.out)
     assert rows["bm25"][1] != "-" and all(rows[v][1:4] == ["-", "-", "-"] for v in VARIANTS[1:]), captured.out

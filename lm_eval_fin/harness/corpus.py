@@ -34,7 +34,7 @@ from typing import Any, TypeVar
 
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.harness.settings import RunSettings
-from lm_eval_fin.judge import JudgeCacheError, JudgeConfigError
+from lm_eval_fin.judge import JudgeCacheError, JudgeConfigError, failure_phrase
 
 logger = logging.getLogger(__name__)
 
@@ -188,8 +188,7 @@ def record_judge_failures(task: str, failed: int, unparsed: int, documents: int,
         return
     FAILURES.append(JudgeFailures(task, failed, unparsed, documents, first_error))
     logger.warning(
-        "%s: the judge failed on %d and answered unreadably on %d of %d documents (first error: %s); "
-        "their judged metrics are left out. Run again to resume from the judge cache, or re-score the "
+        "%s: %s; their judged metrics are left out. Run again to resume from the judge cache, or re-score the "
         "logged samples with `lm-eval-fin score <output dir> --judge <spec>`.",
-        task, failed, unparsed, documents, first_error,
+        task, failure_phrase(failed, unparsed, documents, first_error),
     )

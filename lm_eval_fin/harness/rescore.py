@@ -50,7 +50,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import exit_status
+from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.harness.samples import SamplesError, SamplesFile, find_samples_files, read_samples
@@ -130,7 +130,7 @@ def results_document(
 
 
 def _write_details(path: Path, samples: list[dict], details: list[dict]) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
+    with atomic.open_text(path) as handle:
         for index, detail in enumerate(details):
             row = dict(detail)
             if len(details) == len(samples) and "doc_id" not in row and "doc_id" in samples[index]:
@@ -167,6 +167,7 @@ def main(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
 def _score(args: argparse.Namespace, judged: list[Benchmark]) -> int:
     from lm_eval_fin.judge import load_judge
     from lm_eval_fin.judge.options import JUDGE_ENV, options_from_args
+    from lm_eval_fin.judge.preflight import judge_problems
 
     # the judge first: a bad spec or option is known before any file is read
     try:
@@ -185,8 +186,9 @@ def _score(args: argparse.Namespace, judged: list[Benchmark]) -> int:
     if not scorable:
         found = ", ".join(sorted({f.task for f in files}))
         raise ScoreError(f"none of the tasks found ({found}) has judge metrics; tasks with judge metrics: {known}")
-
-
+    problems = judge_problems(judge.parsed_spec, score_later=False)  # a server that cannot answer, the cache
+    if problems:
+        return exit_status.report("lm-eval-fin score", problems)
     for f in files:
         if f not in scorable:
             logger.info("skipping %s: task %s has no judge metrics", f.path.name, f.task)
@@ -254,6 +256,6 @@ def score_run(
     }
     document = results_document(original, task_metrics, sample_counts, judge_section, higher_is_better)
     out_path = folder / (f"judged_results_{date}.json" if date else f"judged_results_{run_files[0].path.stem}.json")
-    out_path.write_text(json.dumps(document, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+    atomic.write_text(out_path, json.dumps(document, indent=2, ensure_ascii=False, default=str))
     _print_table(document)
     return out_path

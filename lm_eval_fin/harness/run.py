@@ -24,8 +24,9 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 from lm_eval_fin import exit_status, paths
-from lm_eval_fin.harness import corpus, outputs, taskfiles
-from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
+from lm_eval_fin.harness import corpus, outputs, preflight
+from lm_eval_fin.harness.benchmark import Benchmark
+from lm_eval_fin.judge.base import failure_phrase
 from lm_eval_fin.judge.options import (
     JUDGE_ENV,
     JUDGE_OPTIONS_ENV,
@@ -124,43 +125,6 @@ def environment_set(environment: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def check_tasks(tasks: Sequence[str], metadata: Mapping, benchmarks: Sequence[Benchmark]) -> None:
-    """Every task of ours that ``tasks`` names (groups expanded), checked as its dataset will
-    load: the user's metadata keys, its settings (judge included) and its data; then each judge
-    a judged task will use, once (:mod:`lm_eval_fin.judge.preflight`). Names that are not ours
-    are lm-eval's business; a ``fin_`` name that is no task of ours is a typo."""
-    from lm_eval_fin.harness.settings import check_user_metadata
-    from lm_eval_fin.judge import parse_spec
-    from lm_eval_fin.judge.preflight import judge_problem
-
-    ours = taskfiles.names()
-    judges: set[str] = set()
-    for name in tasks:
-        if name.startswith("fin_") and name not in ours:
-            close = difflib.get_close_matches(name, ours, n=1)
-            raise RunError(
-                f"no task {name!r}" + (f"; did you mean {close[0]!r}?" if close else "") + f" lm-eval-fin's tasks: {', '.join(ours)}"
-            )
-        for task in taskfiles.expand(name):
-            benchmark = benchmark_of(task, benchmarks)
-            if benchmark is None:
-                continue
-            try:
-                check_user_metadata(task, metadata, benchmark.settings)
-                settings = benchmark.read_settings(task, metadata)
-                if benchmark.check_data is not None:
-                    benchmark.check_data(task, settings)
-                benchmark.check_usable(settings)
-            except (ValueError, OSError, RuntimeError) as exc:
-                raise RunError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-            if benchmark.rescore is not None and settings.judge:
-                judges.add(settings.judge)
-    for spec in sorted(judges):
-        problem = judge_problem(parse_spec(spec))
-        if problem is not None:
-            raise RunError(problem)
-
-
 def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
     """``lm-eval-fin run``: 0, 1 when a judge failed on some documents, 2 when the run could
     not start (with one line saying why)."""
@@ -172,10 +136,12 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
         environment = judge_environment(ours, argv)
         lm_args = lm_eval_arguments(args)
         with environment_set(environment):
-            check_tasks(lm_args.tasks or [], lm_args.metadata or {}, benchmarks)
+            problems = preflight.run_problems(lm_args, benchmarks)
     except RunError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exit_status.USAGE
+    if problems:
+        return exit_status.report(PROG, problems)
     if not os.environ.get(outputs.DETAILS_ENV):
         outputs.set_details_dir_from_argv(args, environment)
     from lm_eval.__main__ import cli_evaluate
@@ -193,8 +159,8 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
     failures = corpus.FAILURES[failures_before:]
     for failure in failures:
         print(
-            f"{PROG}: error: {failure.task}: the judge failed on {failure.failed} and answered unreadably "
-            f"on {failure.unparsed} of {failure.documents} documents (first error: {failure.first_error}); "
+            f"{PROG}: error: {failure.task}: "
+            f"{failure_phrase(failure.failed, failure.unparsed, failure.documents, failure.first_error)}; "
             "the results leave them out. Run the same command again to resume from the judge cache.",
             file=sys.stderr,
         )

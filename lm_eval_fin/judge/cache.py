@@ -190,14 +190,29 @@ def _claim_alive(host: str, pid: int, pid_start: str | None, heartbeat: float, h
     return time.time() - heartbeat < CLAIM_LEASE_S
 
 
+def _read_only(path: Path) -> bool:
+    """The file, or the folder its journal files go to, cannot be written (by this user, or
+    on a read-only file system): sqlite then says only that it is "unable to open" it."""
+    return (path.exists() and not os.access(path, os.W_OK)) or (
+        path.parent.is_dir() and not os.access(path.parent, os.W_OK | os.X_OK)
+    )
+
+
 def _cache_error(path: Path, exc: BaseException) -> JudgeCacheError:
-    """A :class:`JudgeCacheError` that says what is wrong with the file at ``path`` and what to do."""
+    """A :class:`JudgeCacheError` that says what is wrong with the file at ``path`` and what to do.
+
+    A read-only cache is an error, not a cache to read from: every answer the run receives and
+    every claim go into it, so read-only it would lose the run's judge work (a killed run
+    could not resume, two runs would send the same requests). Its answers are intact, so the
+    message never says to delete it."""
     detail = one_line(exc, 200)
     elsewhere = f"or point {CACHE_ENV} at another file"
     lowered = detail.lower()
-    if "readonly" in lowered or "read-only" in lowered or isinstance(exc, PermissionError):
-        fix = f"make it (and its folder) writable, {elsewhere}"
-        what = "cannot be written"
+    read_only = "readonly" in lowered or "read-only" in lowered or isinstance(exc, PermissionError)
+    if read_only or ("unable to open" in lowered and _read_only(path)):
+        fix = (f"make it and its folder writable, or copy it to a writable folder and point {CACHE_ENV} at the "
+               "copy (its answers are kept)")
+        what = "is read-only: new answers cannot be stored in it"
     elif "locked" in lowered or "busy" in lowered:
         fix = f"wait for the process holding it to finish, {elsewhere}"
         what = "is locked by another process"
@@ -282,9 +297,16 @@ class JudgeCache:
 
     @_guarded
     def check(self) -> None:
-        """Open the file now: :class:`JudgeCacheError` if it is not a usable cache."""
+        """Open the file now and try a write that changes nothing: :class:`JudgeCacheError` if
+        it is not a usable cache or answers cannot be stored in it (a read-only file opens and
+        reads, and would fail only at the first answer, after the model under test ran)."""
         with self._lock:
-            self._connection()
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("DELETE FROM claims WHERE 0")
+            finally:
+                conn.execute("ROLLBACK")
 
     @_guarded
     def get_many(self, keys: Sequence[str]) -> dict[str, CachedAnswer]:

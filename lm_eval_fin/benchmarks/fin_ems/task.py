@@ -32,6 +32,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from lm_eval_fin import atomic
 from lm_eval_fin.benchmarks.fin_ems import data, prompt
 from lm_eval_fin.benchmarks.fin_ems.score import score_corpus, whole_answer_scores
 from lm_eval_fin.ems.pipeline import (
@@ -160,12 +161,10 @@ def run_metrics(items: Sequence[CorpusItem], settings: RunSettings) -> dict[str,
     failures = details.get("judge_failures")
     if failures:  # a judged run: its documents the judge failed or could not read
         record_judge_failures(TASK, failures["failed"], failures["unparsed"], len(items), failures["first_error"])
-    folder = outputs.details_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"fin_ems-{details['method']}-{run_key(items)[:12]}.json"
-    path.write_text(json.dumps(details, indent=1, ensure_ascii=False), encoding="utf-8")
-    logger.info("fin_ems: per-document EMS details written to %s", path)
-    print(f"fin_ems: per-document EMS details in {path}", file=sys.stderr)
+    path = outputs.details_dir() / f"fin_ems-{details['method']}-{run_key(items)[:12]}.json"
+    if atomic.write_side_file(path, json.dumps(details, indent=1, ensure_ascii=False), "fin_ems: the EMS details"):
+        logger.info("fin_ems: per-document EMS details written to %s", path)
+        print(f"fin_ems: per-document EMS details in {path}", file=sys.stderr)
     return figures
 
 

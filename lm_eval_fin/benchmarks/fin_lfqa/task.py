@@ -24,7 +24,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import textsim
+from lm_eval_fin import atomic, textsim
 from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, refine, score
 from lm_eval_fin.harness import multistep, outputs, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
@@ -37,6 +37,7 @@ from lm_eval_fin.harness.corpus import (
     run_key,
     run_with_judge,
 )
+from lm_eval_fin.harness.preflight import UnscorableData
 from lm_eval_fin.harness.settings import (
     RunSettings,
     Setting,
@@ -79,8 +80,20 @@ def _documents(task: str, settings: RunSettings) -> tuple[list[dict], data.Index
 
 
 def _check_data(task: str, settings: RunSettings) -> None:
-    if settings["data_path"]:  # the hub copy is read when the task loads
-        _documents(task, settings)
+    """A local copy read whole as the loader reads it (the hub copy is read when the task
+    loads); a scored split needs every reference answer (:class:`UnscorableData` if not)."""
+    if not settings["data_path"]:
+        return
+    split = TASKS[task][0]
+    examples = data.read_examples(split, settings["data_path"])
+    data.documents(examples, settings["index_base"])
+    missing = data.unreferenced(examples)
+    if missing and split == "validation":
+        raise UnscorableData(
+            f"{missing[0].where}: no reference answer ('clauses' empty or null; {len(missing)} of {len(examples)} "
+            f"records): {task} scores each answer against its reference; give the clauses, or run with "
+            "--predict_only --log_samples"
+        )
 
 
 def _load(task: str, metadata: dict[str, Any]) -> dict:
@@ -152,12 +165,10 @@ def run_metrics(items: Sequence[CorpusItem], settings: RunSettings) -> dict[str,
 
 
 def _write_traces(items: Sequence[CorpusItem], settings: RunSettings) -> None:
-    folder = outputs.details_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{settings.task}-steps-{run_key(items)[:12]}.json"
+    path = outputs.details_dir() / f"{settings.task}-steps-{run_key(items)[:12]}.json"
     steps = [{"doc_id": item.doc_id, **(item.data.get("trace") or {})} for item in items]
-    path.write_text(json.dumps(steps, indent=1, ensure_ascii=False), encoding="utf-8")
-    logger.info("%s: the steps of every example written to %s", settings.task, path)
+    if atomic.write_side_file(path, json.dumps(steps, indent=1, ensure_ascii=False), f"{settings.task}: the steps"):
+        logger.info("%s: the steps of every example written to %s", settings.task, path)
 
 
 def _judge_max_tokens(settings: RunSettings) -> int:

@@ -253,3 +253,13 @@ def test_no_module_writes_a_file_but_through_atomic():
             offenders += [f"{path.relative_to(package)}: {found}" for found in re.findall(needle, text)]
     assert offenders == []
 
+
+
+def test_answers_left_unreadable_are_reported_without_a_first_error_of_none(caplog):
+    from lm_eval_fin.harness import corpus
+
+    before = len(corpus.FAILURES)
+    corpus.record_judge_failures("fin_lfqa", 0, 2, 5, None)
+    del corpus.FAILURES[before:]
+    assert "fin_lfqa: the judge answered unreadably on 2 of 5 documents; their judged metrics" in caplog.text
+    assert "None" not in caplog.text

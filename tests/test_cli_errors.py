@@ -176,10 +176,10 @@ def https_to_http():
         yield f"openai:{server.base_url.replace('http://', 'https://')}#m"
 
 
-@pytest.mark.parametrize("command", ["score", "rerank"])
-@pytest.mark.parametrize("address", ["unresolvable", "https_to_http"])
+@pytest.mark.parametrize("command, address", [("score", "unresolvable"), ("rerank", "https_to_http")])
 def test_exit_2_score_and_rerank_with_a_judge_that_cannot_answer(tmp_path, lfqa_samples, judge_cache, command,
                                                                    address, request):
+    """Each command and each address once: both commands ask lm_eval_fin.judge.preflight."""
     spec = UNRESOLVABLE if address == "unresolvable" else request.getfixturevalue("https_to_http")
     argv = [lfqa_samples] if command == "score" else ["--data", AGENTBENCH_DEMO, "--variant", "llm", "--limit", "1"]
     done = lm_eval_fin(command, *argv, "--judge", spec, cwd=tmp_path)

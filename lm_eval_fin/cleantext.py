@@ -78,3 +78,39 @@ def read_answer(value: object, limit: int = MAX_ANSWER_CHARS) -> tuple[str, bool
     text = as_text(value)
     cut = len(text) > limit
     return printable(text[:limit] if cut else text), cut
+
+
+def writable(value: object) -> object:
+    """``value`` with the lone surrogates of its strings replaced by U+FFFD, at any depth of
+    lists, tuples and dicts, and nothing else changed: what a UTF-8 (Arrow) writer accepts.
+
+    >>> writable({"a": ["x\\ud800", 1]})
+    {'a': ['x\\ufffd', 1]}
+    """
+    if isinstance(value, str):
+        return _SURROGATES.sub("\ufffd", value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(writable(item) for item in value)
+    if isinstance(value, dict):
+        return {key: writable(item) for key, item in value.items()}
+    return value
+
+
+class WritableInputs:
+    """A mixin for ``evaluate`` modules (put it before ``evaluate.Metric``): evaluate writes
+    every input to an Arrow file before ``_compute`` sees it, and one lone surrogate in one
+    answer makes that write raise for the whole batch. Inputs pass :func:`writable` first, so
+    any ``str`` is accepted and costs at most its own document's score, as in the tasks."""
+
+    # evaluate appends the module's inputs description to these docstrings
+    def add_batch(self, *, predictions=None, references=None, **kwargs):
+        """Add a batch of predictions and references (lone surrogates replaced)."""
+        return super().add_batch(  # type: ignore[misc]
+            predictions=writable(predictions), references=writable(references), **writable(kwargs)
+        )
+
+    def add(self, *, prediction=None, reference=None, **kwargs):
+        """Add one prediction and reference (lone surrogates replaced)."""
+        return super().add(  # type: ignore[misc]
+            prediction=writable(prediction), reference=writable(reference), **writable(kwargs)
+        )

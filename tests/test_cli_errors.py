@@ -19,7 +19,9 @@ from tests.openai_server import ServerProcess
 from tests.test_judge_scoring import lm_eval_sample, write_samples
 
 BIN = Path(sys.executable).parent
-MISSING_MODEL = ["--model", "hf", "--model_args", "pretrained=/nonexistent/model"]
+# a folder that exists but holds no model: the model check lets it through, and lm-eval would
+# fail on it at once should a check under test let the run start
+NOT_A_MODEL = ["--model", "hf", "--model_args", f"pretrained={Path(__file__).parent}"]
 LFQA_DEMO = str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl"))
 AGENTBENCH_DEMO = str(paths.data_path("finagentbench_demo"))
 
@@ -88,19 +90,19 @@ def test_an_unusable_judge_cache_has_its_own_status(tmp_path, lfqa_samples):
 def test_run_checks_the_judge_server_before_lm_eval_starts(tmp_path):
     metadata = json.dumps({"data_path": LFQA_DEMO, "bertscore_model": "offline"})
     with ServerProcess(reply="{}", models=["judge-a"]) as server:
-        done = lm_eval_fin("run", *MISSING_MODEL, "--tasks", "fin_lfqa", "--metadata", metadata,
+        done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_lfqa", "--metadata", metadata,
                            "--judge", f"openai:{server.base_url}#judge-b", cwd=tmp_path)
         assert server.stats()["calls"] == 0
     one_line_error(done, exit_status.USAGE, "the server has no model 'judge-b'; it serves judge-a")
     # a server that does not answer is found before generation too
-    done = lm_eval_fin("run", *MISSING_MODEL, "--tasks", "fin_lfqa", "--metadata", metadata,
+    done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_lfqa", "--metadata", metadata,
                        "--judge", "openai:http://127.0.0.1:9/v1#m", cwd=tmp_path)
     one_line_error(done, exit_status.USAGE, "start the server first")
 
 
 def test_run_names_a_bertscore_model_that_cannot_load_offline(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home")}
-    done = lm_eval_fin("run", *MISSING_MODEL, "--tasks", "fin_lfqa", "--metadata",
+    done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_lfqa", "--metadata",
                        json.dumps({"data_path": LFQA_DEMO}), cwd=tmp_path, env=env)
     one_line_error(done, exit_status.USAGE, "'roberta-large' is not in the local Hugging Face cache")
     assert "bertscore_model 'offline'" in done.stderr
@@ -135,3 +137,118 @@ def test_every_subcommand_that_writes_takes_output_path(tmp_path):
     for command in (["rerank"], ["build", "earnings-call"], ["report"], ["export"], ["demo"]):
         done = lm_eval_fin(*command, "--help", cwd=tmp_path)
         assert done.returncode == 0 and "--output_path" in done.stdout, (command, done.stdout[-2000:])
+
+
+# --------------------------- issue 22: one test per exit status of the README table, before any model
+
+LFQA_METADATA = json.dumps({"data_path": LFQA_DEMO, "bertscore_model": "offline"})
+UNRESOLVABLE = "openai:http://no-such-host.invalid:8000/v1#m"  # .invalid never resolves (RFC 6761)
+
+
+def no_model_loaded(done):
+    """lm-eval says "Initializing <model> model" when it starts building the model under test."""
+    assert "Initializing" not in done.stderr, done.stderr[-3000:]
+
+
+def test_exit_2_run_with_a_model_that_is_not_here(tmp_path):
+    done = lm_eval_fin("run", "--model", "hf", "--model_args", "pretrained=/nonexistent", "--tasks", "fin_lfqa",
+                       "--metadata", LFQA_METADATA, cwd=tmp_path)
+    one_line_error(done, exit_status.USAGE, "--model_args pretrained: no model folder '/nonexistent'")
+    no_model_loaded(done)
+
+
+def test_exit_2_run_with_data_its_scorer_cannot_use(tmp_path):
+    records = [json.loads(line) for line in paths.data_path("finagentbench_demo", "chunk_ranking_demo.jsonl")
+               .read_text(encoding="utf-8").splitlines()]
+    records[1]["qrel"] = None
+    data = tmp_path / "chunk_ranking_dev.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_agentbench_chunk", "--metadata",
+                       json.dumps({"data_path": str(data)}), cwd=tmp_path)
+    one_line_error(done, exit_status.USAGE, f"{data}:2: no 'qrel'")
+    no_model_loaded(done)
+
+
+@pytest.fixture
+def https_to_http():
+    """An http server named with https: the TLS handshake fails."""
+    with ServerProcess(reply="{}", models=["m"]) as server:
+        yield f"openai:{server.base_url.replace('http://', 'https://')}#m"
+
+
+@pytest.mark.parametrize("command, address", [("score", "unresolvable"), ("rerank", "https_to_http")])
+def test_exit_2_score_and_rerank_with_a_judge_that_cannot_answer(tmp_path, lfqa_samples, judge_cache, command,
+                                                                   address, request):
+    """Each command and each address once: both commands ask lm_eval_fin.judge.preflight."""
+    spec = UNRESOLVABLE if address == "unresolvable" else request.getfixturevalue("https_to_http")
+    argv = [lfqa_samples] if command == "score" else ["--data", AGENTBENCH_DEMO, "--variant", "llm", "--limit", "1"]
+    done = lm_eval_fin(command, *argv, "--judge", spec, cwd=tmp_path)
+    one_line_error(done, exit_status.USAGE, "no answer from")
+    assert "again" not in done.stderr  # as `run` says it: no retries, no "run again"
+
+
+def test_exit_2_rerank_reports_every_problem_it_sees(tmp_path):
+    done = lm_eval_fin("rerank", "--data", tmp_path / "missing.jsonl", "--judge", "gpt-4o", cwd=tmp_path)
+    assert done.returncode == exit_status.USAGE and "Traceback" not in done.stderr
+    errors = [line for line in done.stderr.splitlines() if ": error: " in line]
+    assert len(errors) == 2 and "missing.jsonl' does not exist" in errors[0] and "bad judge spec 'gpt-4o'" in errors[1]
+
+
+def test_exit_3_run_with_a_corrupt_judge_cache(tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    cache.write_bytes(b"this is not a database" * 100)
+    env = {**os.environ, "LM_EVAL_FIN_CACHE": str(cache)}
+    with ServerProcess(reply="{}", models=["m"]) as server:
+        done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_lfqa", "--metadata", LFQA_METADATA,
+                           "--judge", f"openai:{server.base_url}#m", cwd=tmp_path, env=env)
+        assert server.stats()["calls"] == 0
+    one_line_error(done, exit_status.JUDGE_CACHE, f"the judge cache {cache} is not a usable judge cache")
+    no_model_loaded(done)
+
+
+def as_unprivileged(tmp_path):
+    """A command prefix under which file permissions hold: none for a user, ``unshare -U`` for
+    root (a user namespace without root's capabilities over the files)."""
+    if os.geteuid() != 0:
+        return []
+    if subprocess.run(["unshare", "-U", "true"], capture_output=True).returncode != 0:
+        pytest.skip("root here, and no user namespace to drop root's file permissions")
+    return ["unshare", "-U"]
+
+
+def test_exit_3_a_read_only_cache_is_named_read_only_and_kept(tmp_path, lfqa_samples):
+    """The decision: a read-only cache is an error (every answer and claim of the run would be
+    lost), said as such, with a fix that keeps its answers: never 'delete it'."""
+    from lm_eval_fin.judge.cache import CachedAnswer, JudgeCache
+
+    prefix = as_unprivileged(tmp_path)
+    cache = tmp_path / "shared" / "judge.sqlite"
+    cache.parent.mkdir()
+    JudgeCache(cache).put("openai:x#m", "k", CachedAnswer("t", 1, 1))
+    cache.chmod(0o444)
+    env = {**os.environ, "LM_EVAL_FIN_CACHE": str(cache)}
+    with ServerProcess(reply="{}", models=["m"]) as server:
+        done = subprocess.run([*prefix, BIN / "lm-eval-fin", "score", lfqa_samples, "--judge",
+                               f"openai:{server.base_url}#m"], capture_output=True, text=True, cwd=tmp_path, env=env)
+    one_line_error(done, exit_status.JUDGE_CACHE, f"the judge cache {cache} is read-only")
+    assert "delete" not in done.stderr and "copy it" in done.stderr
+    assert JudgeCache(cache).get_many(["k"])["k"].text == "t"
+
+
+def test_exit_1_a_write_that_fails_keeps_the_old_file_whole(tmp_path):
+    """A full disk half way through writing: one line naming the file, and the old file as it was."""
+    import resource
+    import signal
+
+    def small_disk():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # kept across exec: a write past the limit fails (EFBIG)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+
+    out = tmp_path / "runs" / "rankings.jsonl"
+    out.parent.mkdir()
+    out.write_text("the rankings of an earlier run\n")
+    done = subprocess.run([BIN / "lm-eval-fin", "rerank", "--data", AGENTBENCH_DEMO, "--variant", "bm25",
+                           "--output_path", out], capture_output=True, text=True, cwd=tmp_path, preexec_fn=small_disk)
+    one_line_error(done, exit_status.INCOMPLETE, f"File too large: '{out}'")
+    assert out.read_text() == "the rankings of an earlier run\n"
+    assert [p.name for p in out.parent.iterdir()] == ["rankings.jsonl"]  # no temporary file left

@@ -198,6 +198,26 @@ def test_refusals_and_empty_replies_are_failures_unparsable_text_a_parse_failure
     assert calls_since(server, before) == 3 and keep.last_batch.extra["unparsable_resent"] == 0
 
 
+def test_a_reply_over_the_bound_fails_its_request_and_is_never_cached(server, judge_cache):
+    """Issue 22, point 4: a server that ignores max_tokens (10 MB replies) no longer fills the cache."""
+    # the default bound, 1 MB: two 3 MB replies leave the file small and count as failures
+    huge = load_judge(f"openai:{server.base_url}#m", options())
+    answers = complete_parsed_answers(huge, [ask(f"[[bytes:3000000]] {i}") for i in range(2)], parse_score)
+    assert all(a.failed for a in answers) and huge.stats.failures == 2
+    huge.close()
+    assert judge_cache.stat().st_size < 1_000_000
+    # a lower bound: the reply over it fails alone, the other is cached
+    contents = ["[[bytes:5000]] big", '[[reply:{"score": 4}]] small']
+    judge = load_judge(f"openai:{server.base_url}#m", options(max_reply_bytes=4096))
+    big, small = complete_parsed_answers(judge, [ask(c) for c in contents], parse_score, max_attempts=3)
+    assert big.failed and big.value is None and big.text is None
+    assert "5000 bytes" in big.error and "--judge-max-reply-bytes" in big.error
+    assert small.value == 4
+    assert judge.last_batch.failures == 1 and judge.last_batch.extra["oversized_replies"] == 1
+    keys = [cache_key(judge.spec, resolve_request(ask(c), judge.options)) for c in contents]
+    assert list(JudgeCache(judge_cache).get_many(keys)) == [keys[1]]
+
+
 def test_fixing_the_judge_and_re_running_recovers_unparsable_answers(judge_cache):
     requests = [ask(f"grade answer {i}") for i in range(4)]
     with ServerProcess(reply="Sure! Here is my grade: four.") as broken:

@@ -139,7 +139,7 @@ def test_bad_input_is_one_clear_error(run_folder, toy_family, monkeypatch, capsy
 def test_malformed_samples_line_is_located(tmp_path, toy_family, capsys):
     path = write_samples(tmp_path, "fin_toy", [lm_eval_sample(0, {}, "x")])
     path.write_text(path.read_text() + "{not json\n")
-    assert score(path, "--judge", "hf:x") == 2
+    assert score(path, "--judge", f"hf:{tmp_path}") == 2  # a judge that passes the checks: the line is the problem
     assert f"{path.name}:2: not JSON" in capsys.readouterr().err
 
 
@@ -190,16 +190,20 @@ def test_score_fails_loudly_when_the_judge_fails_and_resumes_from_the_cache(tmp_
     path = write_samples(tmp_path, "fin_lfqa", [lm_eval_sample(i, doc, a) for i, (doc, a) in enumerate(zip(docs, answers))])
     fast = ["--judge-max-retries", "1", "--judge-backoff", "0", "--judge-timeout", "5"]
 
-    assert score(path, "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m", *fast) == 1
+    # a server that does not answer at all is known before any request: one line, status 2
+    assert score(path, "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m", *fast) == 2
+    assert "no answer from" in capsys.readouterr().err
+    with ServerProcess(fail_rate=1.0) as failing:  # one that answers only errors
+        assert score(path, "--judge", f"openai:{failing.base_url}#m", *fast) == 1
     err = capsys.readouterr().err
-    assert "2 of 2 judge requests failed for good (first error: connection failed" in err
+    assert "2 of 2 judge requests failed for good (first error: HTTP 500" in err
     assert "resumes from the judge cache" in err
     results = json.loads((tmp_path / f"judged_results_{DATE}.json").read_text())["results"]["fin_lfqa"]
     assert results["judge_failure,none"] == 1.0 and results["judge_parse_failure,none"] == 0.0
     assert math.isnan(results["judge_score,none"]) and results["judge_skipped,none"] == 0.0
     details = [json.loads(line) for line in (tmp_path / f"judged_samples_fin_lfqa_{DATE}.jsonl").open()]
     assert [(d["judge_failure"], d["parse_failure"]) for d in details] == [(True, False)] * 2
-    assert all(d["judge_error"].startswith("connection failed") for d in details)
+    assert all(d["judge_error"].startswith("HTTP 500") for d in details)
 
     verdict = json.dumps({"accuracy": 4, "numerical_correctness": 3, "evidence_entailment": 5})
     with ServerProcess(reply=verdict) as server:

@@ -496,8 +496,9 @@ def test_the_llm_prompt_shares_a_character_budget_between_its_chunks():
 
 
 def test_selection_and_listwise_parsers():
-    text = '{"selected": [{"id": "[Chunk Index 4]", "score": 140}, {"id": 4, "score": 1}, {"id": 2}, {"id": 99, "score": 5}]}'
+    text = '{"selected": [{"id": "[Chunk Index 4]", "score": 100}, {"id": 4, "score": 1}, {"id": 2}, {"id": 99, "score": 5}]}'
     assert parse_selection(text, [2, 4]) == [(4, 100.0, ""), (2, 50.0, "")]
+    assert parse_selection(text.replace("100", "140"), [2, 4]) is None  # off the 0-100 scale: no verdict
     assert parse_selection('{"selected": []}', [1]) is None
     assert parse_listwise('{"ranking": [3, 3, 1]}', [1, 2, 3]) == [3, 1]
     assert parse_listwise("```\n[2, 1]\n```", [1, 2, 3]) == [2, 1]
@@ -1030,7 +1031,12 @@ def test_cli_with_the_judge_down_prints_no_scores_exits_1_and_resumes_from_the_c
     data = write_filing(tmp_path / "chunks.jsonl")
     fast = ["--judge-max-retries", "0", "--judge-backoff", "0", "--judge-timeout", "5"]
     argv = ["--data", data, "--variant", "all", "--out", tmp_path / "run.jsonl", *fast]
-    assert cli.main(_parse([*argv, "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m"])) == 1
+    # a server that does not answer at all is known before any work: one line, status 2
+    assert cli.main(_parse([*argv, "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m"])) == 2
+    assert "no answer from" in capsys.readouterr().err and not (tmp_path / "run.jsonl").exists()
+    # one that answers, but only errors, fails every request it gets
+    with ServerProcess(fail_rate=1.0) as failing:
+        assert cli.main(_parse([*argv, "--judge", f"openai:{failing.base_url}#m"])) == 1
     captured = capsys.readouterr()
     rows = _table_rows(captured.out)
     assert rows["bm25"][1] != "-" and all(rows[v][1:4] == ["-", "-", "-"] for v in VARIANTS[1:]), captured.out

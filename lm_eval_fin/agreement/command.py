@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lm_eval_fin import __version__, exit_status
+from lm_eval_fin import __version__, atomic, exit_status
 from lm_eval_fin.agreement.settings import CONFIDENCE, RESAMPLES, StudySettings
 from lm_eval_fin.records import strict
 
@@ -135,8 +135,7 @@ def write_json(args: argparse.Namespace, collection: Collection, study: Study, s
         "notes": collection.notes,
     }
     path = folder / OUTPUT_NAME
-    path.write_text(json.dumps(strict(document), indent=1, ensure_ascii=False, allow_nan=False) + "\n",
-                    encoding="utf-8")
+    atomic.write_text(path, json.dumps(strict(document), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
     return path
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from lm_eval_fin import atomic
 from lm_eval_fin.agreement.criteria import FAMILIES, POINTS
 from lm_eval_fin.agreement.labels import CSV_COLUMNS
 from lm_eval_fin.agreement.matching import Collection, JudgedAnswer
@@ -94,11 +95,10 @@ def write_template(answers: Sequence[JudgedAnswer], folder: str | Path) -> dict[
     folder.mkdir(parents=True, exist_ok=True)
     lines = [template_line(a) for a in answers]
     jsonl = folder / JSONL_NAME
-    jsonl.write_text("".join(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n" for line in lines),
-                     encoding="utf-8")
+    atomic.write_text(jsonl, "".join(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n" for line in lines))
     table = folder / CSV_NAME
     columns = _csv_columns(lines)
-    with open(table, "w", encoding="utf-8", newline="") as handle:
+    with atomic.open_text(table, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(columns)
         for line in lines:

@@ -20,9 +20,10 @@ import argparse
 import json
 import sys
 
-from lm_eval_fin import exit_status
+from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.benchmarks.fin_ems.data import write_dataset
 from lm_eval_fin.builders import earnings_call as ec
+from lm_eval_fin.exit_status import Problem
 
 DATASETS = ("earnings-call",)
 
@@ -74,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace) -> int:
     from lm_eval_fin.judge import load_judge, parse_spec
     from lm_eval_fin.judge.options import options_from_args
+    from lm_eval_fin.judge.preflight import judge_problems
 
     roles = {
         "answerer_a": args.answerer_a or args.judge,
@@ -108,6 +110,13 @@ def main(args: argparse.Namespace) -> int:
         )
         return exit_status.USAGE
 
+    # before any judge works: each judge can answer, the cache takes writes, the output has room
+    output = atomic.output_problem(args.output_path)
+    problems = [Problem(output)] if output else []
+    for spec in dict.fromkeys(roles.values()):
+        problems += [p for p in judge_problems(parse_spec(spec), score_later=False) if p not in problems]
+    if problems:
+        return exit_status.report("lm-eval-fin build", problems)
     # One judge per distinct spec: a model serving two roles is loaded once.
     options = options_from_args(args)
     judges = {spec: load_judge(spec, options) for spec in dict.fromkeys(roles.values())}

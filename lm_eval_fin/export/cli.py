@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from lm_eval_fin import exit_status
+from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.export import eee, facts, model_index
 from lm_eval_fin.export.facts import ExportError
 from lm_eval_fin.report import stats
@@ -72,7 +72,7 @@ def main(args: argparse.Namespace) -> int:
             url = args.source_url or model_index.project_url()
             text = model_index.to_yaml(model_index.model_index(runs, identities, url))
             out.mkdir(parents=True, exist_ok=True)
-            (out / MODEL_INDEX_FILE).write_text(text, encoding="utf-8")
+            atomic.write_text(out / MODEL_INDEX_FILE, text)
             print(f"model-index of {identities[0].id}: {out / MODEL_INDEX_FILE}")
             if not url:
                 print("lm-eval-fin export: note: no --source-url and no project URL in the package metadata: "

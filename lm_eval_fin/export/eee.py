@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import __version__, records
+from lm_eval_fin import __version__, atomic, records
 from lm_eval_fin.export import facts
 from lm_eval_fin.export.facts import DatasetSource, JudgeFacts, MetricFacts, ModelIdentity
 from lm_eval_fin.report import stats
@@ -353,7 +353,7 @@ def write_task(out: Path, run: Run, task_run: TaskRun, identity: ModelIdentity, 
     if rows:
         samples = folder / f"{name}_samples.jsonl"
         text = "".join(json.dumps(records.strict(row), ensure_ascii=False, allow_nan=False) + "\n" for row in rows)
-        samples.write_text(text, encoding="utf-8")
+        atomic.write_text(samples, text)
         record["detailed_evaluation_results"] = {
             "format": "jsonl",
             "file_path": (relative / samples.name).as_posix(),
@@ -366,8 +366,8 @@ def write_task(out: Path, run: Run, task_run: TaskRun, identity: ModelIdentity, 
         written.incomplete.append(f"{run.source}: {task} logged no samples (run lm-eval with --log_samples): "
                                   "aggregate record only")
     aggregate = folder / f"{name}.json"
-    aggregate.write_text(json.dumps(records.strict(record), ensure_ascii=False, allow_nan=False, indent=2) + "\n",
-                         encoding="utf-8")
+    atomic.write_text(aggregate, json.dumps(records.strict(record), ensure_ascii=False, allow_nan=False, indent=2)
+                      + "\n")
     written.files.append(aggregate)
     undefined = facts.undefined_metrics(task_run)
     if undefined:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import records, runfiles
+from lm_eval_fin import atomic, records, runfiles
 from lm_eval_fin.harness.settings import RunSettings
 
 REPLAY_ENV = "LM_EVAL_FIN_REPLAY"
@@ -48,7 +48,7 @@ class Plan:
     judge_options: Mapping[str, Any]
 
     def write(self, path: Path) -> None:
-        path.write_text(json.dumps(dataclasses.asdict(self), sort_keys=True), encoding="utf-8")
+        atomic.write_text(path, json.dumps(dataclasses.asdict(self), sort_keys=True))
 
 
 def plan() -> Plan | None:

@@ -123,7 +123,8 @@ def model_name(files: Sequence[runfiles.SamplesFile]) -> str:
 
 
 def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
-    from lm_eval_fin.judge import JudgeOptions
+    from lm_eval_fin.judge import JudgeOptions, parse_spec
+    from lm_eval_fin.judge.preflight import judge_problems
 
     spec, options = judge_of(args)
     if args.judge_repeat < 1:
@@ -133,6 +134,10 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
     unsafe = sorted({f.task for files in by_run.values() for f in files if taskfiles.task_config(f.task).get("unsafe_code")})
     if unsafe and not args.confirm_run_unsafe_code:
         raise ScoreError(f"scoring {', '.join(unsafe)} runs the model's code in the sandbox: pass --confirm_run_unsafe_code")
+    if spec is not None:  # a server that cannot answer, an unusable cache: before any work
+        problems = judge_problems(parse_spec(spec), score_later=False)
+        if problems:
+            return exit_status.report(PROG, problems)
     defaults = JudgeOptions()
     if args.judge_repeat > 1 and options.get("temperature", defaults.temperature) == 0:
         print(f"{PROG}: note: the judge decodes greedily (--judge-temperature 0), so its repeats can only agree",

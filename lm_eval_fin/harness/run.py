@@ -23,8 +23,9 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 from lm_eval_fin import exit_status, paths
-from lm_eval_fin.harness import stage, taskfiles
-from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
+from lm_eval_fin.harness import preflight, stage
+from lm_eval_fin.harness.benchmark import Benchmark
+from lm_eval_fin.judge.base import failure_phrase
 from lm_eval_fin.judge.options import (
     JUDGE_ENV,
     JUDGE_OPTIONS_ENV,
@@ -123,43 +124,6 @@ def environment_set(environment: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def check_tasks(tasks: Sequence[str], metadata: Mapping, benchmarks: Sequence[Benchmark]) -> None:
-    """Every task of ours that ``tasks`` names (groups expanded), checked as its dataset will
-    load: the user's metadata keys, its settings (judge included) and its data; then each judge
-    a judged task will use, once (:mod:`lm_eval_fin.judge.preflight`). Names that are not ours
-    are lm-eval's business; a ``fin_`` name that is no task of ours is a typo."""
-    from lm_eval_fin.harness.settings import check_user_metadata
-    from lm_eval_fin.judge import parse_spec
-    from lm_eval_fin.judge.preflight import judge_problem
-
-    ours = taskfiles.names()
-    judges: set[str] = set()
-    for name in tasks:
-        if name.startswith("fin_") and name not in ours:
-            close = difflib.get_close_matches(name, ours, n=1)
-            raise RunError(
-                f"no task {name!r}" + (f"; did you mean {close[0]!r}?" if close else "") + f" lm-eval-fin's tasks: {', '.join(ours)}"
-            )
-        for task in taskfiles.expand(name):
-            benchmark = benchmark_of(task, benchmarks)
-            if benchmark is None:
-                continue
-            try:
-                check_user_metadata(task, metadata, benchmark.settings)
-                settings = benchmark.read_settings(task, metadata)
-                if benchmark.check_data is not None:
-                    benchmark.check_data(task, settings)
-                benchmark.check_usable(settings)
-            except (ValueError, OSError, RuntimeError) as exc:
-                raise RunError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
-            if benchmark.judged and settings.judge:
-                judges.add(settings.judge)
-    for spec in sorted(judges):
-        problem = judge_problem(parse_spec(spec))
-        if problem is not None:
-            raise RunError(problem)
-
-
 def call_lm_eval(args: Sequence[str], environment: Mapping[str, str]) -> list[stage.JudgeFailures]:
     """lm-eval's own CLI on ``args`` (our task folder included) with ``environment`` set; the
     judge failures its tasks recorded. lm-eval raises on its own errors."""
@@ -180,11 +144,11 @@ def call_lm_eval(args: Sequence[str], environment: Mapping[str, str]) -> list[st
 
 def report_failures(prog: str, failures: Sequence[stage.JudgeFailures]) -> None:
     for failure in failures:
-        cause = f" (first error: {failure.first_error})" if failure.first_error else ""
         print(
-            f"{prog}: error: {failure.task}: the judge failed on {failure.failed} and answered unreadably "
-            f"on {failure.unparsed} of {failure.documents} documents{cause}; their judged values are null in the "
-            "results and samples. Run the same command again to resume from the judge cache.",
+            f"{prog}: error: {failure.task}: "
+            f"{failure_phrase(failure.failed, failure.unparsed, failure.documents, failure.first_error)}; their "
+            "judged values are null in the results and samples. Run the same command again to resume from the "
+            "judge cache.",
             file=sys.stderr,
         )
 
@@ -200,10 +164,12 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
         environment = judge_environment(ours, argv)
         lm_args = lm_eval_arguments(args)
         with environment_set(environment):
-            check_tasks(lm_args.tasks or [], lm_args.metadata or {}, benchmarks)
+            problems = preflight.run_problems(lm_args, benchmarks)
     except RunError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exit_status.USAGE
+    if problems:
+        return exit_status.report(PROG, problems)
     failures = call_lm_eval(args, environment)
     report_failures(PROG, failures)
     return exit_status.INCOMPLETE if failures else exit_status.OK

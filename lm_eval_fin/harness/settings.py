@@ -186,7 +186,9 @@ def check_typos(metadata: Mapping[str, Any], task: str, known: Sequence[str]) ->
 
 
 def known_keys(settings: Sequence[Setting]) -> list[str]:
-    return ["data_path", "judge", "judge_options", *(s.name for s in (*COMMON_SETTINGS, *settings))]
+    """Every metadata key a task with ``settings`` reads, each once (a benchmark's own
+    ``data_path`` setting is the common key, not a second one)."""
+    return list(dict.fromkeys(["data_path", "judge", "judge_options", *(s.name for s in (*COMMON_SETTINGS, *settings))]))
 
 
 def read_settings(task: str, metadata: Mapping[str, Any], settings: Sequence[Setting] = ()) -> RunSettings:

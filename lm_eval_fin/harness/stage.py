@@ -48,6 +48,7 @@ from lm_eval_fin.cleantext import one_line, read_answer
 from lm_eval_fin.degenerate import degenerate_kind
 from lm_eval_fin.harness.settings import RunSettings
 from lm_eval_fin.judge import JudgeCacheError, JudgeConfigError
+from lm_eval_fin.judge.base import failure_phrase
 
 logger = logging.getLogger(__name__)
 
@@ -192,10 +193,8 @@ def record_judge_failures(task: str, failed: int, unparsed: int, documents: int,
     if not (failed or unparsed):
         return
     FAILURES.append(JudgeFailures(task, failed, unparsed, documents, first_error))
-    cause = f" (first error: {first_error})" if first_error else ""
     logger.warning(
-        "%s: the judge failed on %d and answered unreadably on %d of %d documents%s; their judged values are "
-        "left undefined. Run again to resume from the judge cache, or score the logged samples with "
-        "`lm-eval-fin score <output dir> --judge <spec>`.",
-        task, failed, unparsed, documents, cause,
+        "%s: %s; their judged values are left undefined. Run again to resume from the judge cache, or score the "
+        "logged samples with `lm-eval-fin score <output dir> --judge <spec>`.",
+        task, failure_phrase(failed, unparsed, documents, first_error),
     )

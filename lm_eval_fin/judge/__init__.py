@@ -20,6 +20,7 @@ from lm_eval_fin.judge.base import (
     JudgeRequest,
     JudgeResponse,
     chat_request,
+    failure_phrase,
     prompt_hash,
 )
 from lm_eval_fin.judge.cache import JudgeCacheError
@@ -40,6 +41,7 @@ __all__ = [
     "complete_parsed",
     "chat_request",
     "complete_parsed_answers",
+    "failure_phrase",
     "load_judge",
     "parse_spec",
     "printable",

@@ -156,6 +156,20 @@ class BatchStats:
         return f"{line} ({extras})" if extras else line
 
 
+def failure_phrase(failed: int, unparsed: int, documents: int, first_error: str | None) -> str:
+    """What the judge left undone in a task, in words: only the counts that are not zero, and
+    the first error only when a request failed (an unreadable answer has none).
+
+    >>> failure_phrase(0, 2, 5, None)
+    'the judge answered unreadably on 2 of 5 documents'
+    >>> failure_phrase(1, 1, 5, "HTTP 500")
+    'the judge failed on 1 and answered unreadably on 1 of 5 documents (first error: HTTP 500)'
+    """
+    parts = [f"failed on {failed}" if failed else "", f"answered unreadably on {unparsed}" if unparsed else ""]
+    phrase = f"the judge {' and '.join(p for p in parts if p)} of {documents} documents"
+    return phrase + (f" (first error: {first_error})" if failed and first_error else "")
+
+
 class Judge:
     """Interface. ``spec`` is the user-facing name, e.g. ``openai:http://127.0.0.1:8000/v1#m``."""
 

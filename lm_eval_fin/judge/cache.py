@@ -9,7 +9,9 @@ OpenAI-compatible server at another address is another judge.
 
 Only answers are stored, never failures: a re-run asks again for what failed. An answer the
 caller could not parse is stored like any other; see ``retry_unparsable`` in
-:mod:`lm_eval_fin.judge.options` for how a re-run treats it.
+:mod:`lm_eval_fin.judge.options` for how a re-run treats it. A reply longer than the judge's
+``max_reply_bytes`` is not stored (:func:`oversized_reply`): a server that ignores
+``max_tokens`` must not fill the disk, and such a reply is a failure of its request.
 
 Sharing. WAL lets readers and one writer work at once; writers wait on each other through a
 busy timeout. Every answer is committed in its own short transaction as soon as it arrives
@@ -115,6 +117,20 @@ def cache_key(judge_spec: str, request: JudgeRequest) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def oversized_reply(text: str, limit: int) -> str | None:
+    """Why ``text`` is not stored: it is longer than ``limit`` UTF-8 bytes; None when it fits.
+
+    >>> oversized_reply("x" * 10, 8)
+    'the judge replied 10 bytes, more than the 8 the judge cache stores (--judge-max-reply-bytes)'
+    """
+    if 4 * len(text) <= limit:  # a character is at most 4 bytes: no need to count
+        return None
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size <= limit:
+        return None
+    return f"the judge replied {size} bytes, more than the {limit} the judge cache stores (--judge-max-reply-bytes)"
+
+
 @dataclass(frozen=True)
 class CachedAnswer:
     text: str
@@ -174,14 +190,29 @@ def _claim_alive(host: str, pid: int, pid_start: str | None, heartbeat: float, h
     return time.time() - heartbeat < CLAIM_LEASE_S
 
 
+def _read_only(path: Path) -> bool:
+    """The file, or the folder its journal files go to, cannot be written (by this user, or
+    on a read-only file system): sqlite then says only that it is "unable to open" it."""
+    return (path.exists() and not os.access(path, os.W_OK)) or (
+        path.parent.is_dir() and not os.access(path.parent, os.W_OK | os.X_OK)
+    )
+
+
 def _cache_error(path: Path, exc: BaseException) -> JudgeCacheError:
-    """A :class:`JudgeCacheError` that says what is wrong with the file at ``path`` and what to do."""
+    """A :class:`JudgeCacheError` that says what is wrong with the file at ``path`` and what to do.
+
+    A read-only cache is an error, not a cache to read from: every answer the run receives and
+    every claim go into it, so read-only it would lose the run's judge work (a killed run
+    could not resume, two runs would send the same requests). Its answers are intact, so the
+    message never says to delete it."""
     detail = one_line(exc, 200)
     elsewhere = f"or point {CACHE_ENV} at another file"
     lowered = detail.lower()
-    if "readonly" in lowered or "read-only" in lowered or isinstance(exc, PermissionError):
-        fix = f"make it (and its folder) writable, {elsewhere}"
-        what = "cannot be written"
+    read_only = "readonly" in lowered or "read-only" in lowered or isinstance(exc, PermissionError)
+    if read_only or ("unable to open" in lowered and _read_only(path)):
+        fix = (f"make it and its folder writable, or copy it to a writable folder and point {CACHE_ENV} at the "
+               "copy (its answers are kept)")
+        what = "is read-only: new answers cannot be stored in it"
     elif "locked" in lowered or "busy" in lowered:
         fix = f"wait for the process holding it to finish, {elsewhere}"
         what = "is locked by another process"
@@ -266,9 +297,16 @@ class JudgeCache:
 
     @_guarded
     def check(self) -> None:
-        """Open the file now: :class:`JudgeCacheError` if it is not a usable cache."""
+        """Open the file now and try a write that changes nothing: :class:`JudgeCacheError` if
+        it is not a usable cache or answers cannot be stored in it (a read-only file opens and
+        reads, and would fail only at the first answer, after the model under test ran)."""
         with self._lock:
-            self._connection()
+            conn = self._connection()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                conn.execute("DELETE FROM claims WHERE 0")
+            finally:
+                conn.execute("ROLLBACK")
 
     @_guarded
     def get_many(self, keys: Sequence[str]) -> dict[str, CachedAnswer]:

@@ -26,7 +26,7 @@ responses in order:
 A response with ``text=None`` is a definitive failure of that request (``error`` says why,
 with escape sequences and control characters of server text removed); the others are
 unaffected. A reply that is empty (or only whitespace) is such a failure too, whatever the
-backend. With ``batch_deadline_s`` set, what is not finished that long after the call began
+backend, and so is one longer than the ``max_reply_bytes`` option (never cached). With ``batch_deadline_s`` set, what is not finished that long after the call began
 fails with an error that says so (the backends check it; requests waited for from another
 process too). Exceptions from a backend propagate: :class:`~lm_eval_fin.judge.base.JudgeConfigError`
 (a server without the model, a refused API key, a model that will not load) and others (vLLM
@@ -57,7 +57,7 @@ from typing import Generic, Protocol, TypeVar
 
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse
-from lm_eval_fin.judge.cache import CachedAnswer, Claimant, JudgeCache, JudgeCacheError, cache_key
+from lm_eval_fin.judge.cache import CachedAnswer, Claimant, JudgeCache, JudgeCacheError, cache_key, oversized_reply
 from lm_eval_fin.judge.options import JUDGE_ENV, JudgeOptions, resolve_options
 from lm_eval_fin.judge.spec import JudgeSpec, parse_spec
 
@@ -173,6 +173,11 @@ class _BatchRecorder:
             self.stats.completion_tokens += response.completion_tokens
             if response.text is not None and not response.text.strip():
                 response = dataclasses.replace(response, text=None, error=EMPTY_REPLY)
+            elif response.text is not None:
+                oversized = oversized_reply(response.text, self.judge.options.max_reply_bytes)
+                if oversized is not None:  # never stored, never scored: a failure of this request
+                    response = dataclasses.replace(response, text=None, error=oversized)
+                    self.note("oversized_replies", len(miss.positions))
             if response.text is None:
                 response = dataclasses.replace(response, error=one_line(response.error or "no answer", 500))
                 self.stats.failures += len(miss.positions)

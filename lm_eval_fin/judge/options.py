@@ -31,6 +31,11 @@ Options (flag, field, what it does):
     is sent to the judge again on the next run and the new answer replaces it, so a run after
     fixing a judge (its model, its chat template) recovers; ``no`` keeps cached answers as
     they are (a re-run sends nothing for them).
+``--judge-max-reply-bytes`` (``max_reply_bytes``)
+    the longest reply (UTF-8 bytes) the cache stores, 1 MB by default (a judge's verdict is a
+    few hundred bytes; the longest request, an EMS extraction, some kilobytes). A longer
+    reply, from a server that ignores ``max_tokens``, is a failure of its request: not
+    cached, not scored, counted under ``judge_failure``.
 ``--judge-batch-size`` (``batch_size``)
     hf backend: prompts per ``generate`` call (default 8); vllm backend: prompts per
     ``LLM.chat`` call (default 1024). Results reach the cache after each such chunk.
@@ -85,6 +90,7 @@ class JudgeOptions:
     backoff_max_s: float = 10.0
     batch_deadline_s: float | None = None
     retry_unparsable: bool = True
+    max_reply_bytes: int = 1_000_000
     batch_size: int | None = None
     tensor_parallel_size: int = 1
     gpu_memory_utilization: float = 0.9
@@ -95,7 +101,7 @@ class JudgeOptions:
 _FLAG_NAMES = {"timeout_s": "timeout", "backoff_s": "backoff", "backoff_max_s": "backoff-max",
                "batch_deadline_s": "batch-deadline"}
 # fields that must be above zero (the others but temperature and seed must not be negative)
-_POSITIVE_FIELDS = frozenset({"concurrency", "timeout_s", "batch_deadline_s", "batch_size",
+_POSITIVE_FIELDS = frozenset({"concurrency", "timeout_s", "batch_deadline_s", "batch_size", "max_reply_bytes",
                               "tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "max_tokens"})
 _SIGNED_FIELDS = frozenset({"temperature", "seed"})
 _TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
@@ -245,6 +251,9 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--judge-retry-unparsable", type=_yes_no, default=None, metavar="{yes,no}",
                        help="send a cached answer the parser rejects to the judge again (yes, the default); "
                        "no keeps cached answers as they are")
+    group.add_argument("--judge-max-reply-bytes", type=int, default=None,
+                       help=f"the longest reply the cache stores; a longer one fails its request "
+                       f"({defaults.max_reply_bytes})")
     group.add_argument("--judge-batch-size", type=int, default=None,
                        help="hf: prompts per generate call (8); vllm: prompts per LLM.chat call (1024)")
     group.add_argument("--judge-tensor-parallel-size", type=int, default=None,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from lm_eval_fin import atomic
 from lm_eval_fin.report import render
 from lm_eval_fin.report.leaderboard import Leaderboard, Settings, build_leaderboard
 from lm_eval_fin.report.runs import read_results_dirs
@@ -49,21 +49,6 @@ def build_report(
     return build_leaderboard(runs, unreadable, by_folder, settings)
 
 
-def _write(path: Path, text: str) -> None:
-    """Write through a temporary file, so a reader never sees half a report."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="") as out:
-            out.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp makes it private; a report is for reading
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def write_report(
     results_dirs: Sequence[str | os.PathLike],
     output_path: str | os.PathLike,
@@ -101,5 +86,5 @@ def write_report_files(
     files = {}
     for name, text in texts.items():
         files[name] = out / name
-        _write(files[name], text)
+        atomic.write_text(files[name], text, newline="")  # a reader never sees half a report
     return Report(board, files, time.perf_counter() - started)

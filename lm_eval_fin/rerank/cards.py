@@ -28,6 +28,7 @@ from typing import Any
 
 from lm_eval_fin.jsontext import as_enum, as_flag, as_share, as_strings, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
+from lm_eval_fin.replies import reply_answer
 from lm_eval_fin.rerank import rules
 
 ROLES = ("primary_evidence", "supporting_context", "definition", "caveat", "boilerplate", "heading")
@@ -215,7 +216,7 @@ def parse_card(text: object) -> dict[str, Any] | None:
     >>> parse_card('{"answer": 42}') is None
     True
     """
-    raw = parse_json_object(text)
+    raw = parse_json_object(reply_answer(text))
     return normalise_card(raw) if raw is not None else None
 
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from lm_eval_fin.jsontext import as_enum, as_flag, as_strings, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
+from lm_eval_fin.replies import reply_answer
 
 TOPICS = (
     "Revenue", "Costs/Expenses", "Profitability", "Liquidity", "Guidance/Outlook", "Risk", "ESG",
@@ -104,7 +105,7 @@ def parse_intent(text: object) -> dict[str, Any] | None:
     >>> intent["relation"], intent["metrics"], intent["numeric"], intent["topic"]
     ('trend', ['revenue'], True, 'Other')
     """
-    raw = parse_json_object(text)
+    raw = parse_json_object(reply_answer(text))
     return normalise_intent(raw) if raw is not None else None
 
 

@@ -47,6 +47,7 @@ from typing import Any, TypeVar
 from lm_eval_fin.jsontext import as_id, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
 from lm_eval_fin.ranking import parse_ranking
+from lm_eval_fin.replies import reply_answer
 from lm_eval_fin.rerank.cardview import fills_quota
 from lm_eval_fin.rerank.intent import DEFINITION, TREND
 
@@ -201,14 +202,19 @@ def screening_request(
 # ---------------------------------------------------------------------------------------------
 # Reading the answer
 
+SCORE_RANGE = (0.0, 100.0)
+
+
 def _as_score(value: Any) -> float | None:
+    """A score on the 0..100 scale the prompt gives, else None (a placeholder such as
+    "<0-100>", a number off the scale)."""
     if isinstance(value, bool):
         return None
     try:
         score = float(value)
     except (TypeError, ValueError, OverflowError):
         return None
-    return min(max(score, 0.0), 100.0) if score == score else None
+    return score if SCORE_RANGE[0] <= score <= SCORE_RANGE[1] else None
 
 
 def parse_selection(text: object, group_ids: Sequence[int], high: int = MAX_KEEP) -> list[tuple[int, float, str]] | None:
@@ -216,7 +222,9 @@ def parse_selection(text: object, group_ids: Sequence[int], high: int = MAX_KEEP
 
     Ids outside the group are dropped, a repeated id keeps its first entry, at most ``high``
     entries are kept (the first ones, as the code does). An entry without a score, or a bare
-    bracketed id list, scores 50.
+    bracketed id list, scores 50; a score that is given but is no number on the 0..100 scale
+    (150, "<0-100>") makes the answer unreadable: it is no verdict, so the judge is asked
+    again and the BM25 fallback stands in if it stays so.
 
     >>> parse_selection('{"selected": [{"id": 4, "score": 91, "reason": "FY2024 revenue table"}, {"id": 99, "score": 80}]}', [3, 4])
     [(4, 91.0, 'FY2024 revenue table')]
@@ -224,6 +232,7 @@ def parse_selection(text: object, group_ids: Sequence[int], high: int = MAX_KEEP
     [(3, 50.0, ''), (4, 50.0, '')]
     """
     allowed = set(group_ids)
+    text = reply_answer(text)
     raw = parse_json_object(text)
     entries: list[Any] = []
     if raw is not None:
@@ -237,7 +246,10 @@ def parse_selection(text: object, group_ids: Sequence[int], high: int = MAX_KEEP
     for entry in entries:
         if isinstance(entry, dict):
             chunk = as_id(entry.get("id", entry.get("chunk_id", entry.get("index"))))
-            score = _as_score(entry.get("score", entry.get("relevance_score")))
+            given = entry.get("score", entry.get("relevance_score"))
+            score = _as_score(given)
+            if given is not None and score is None:
+                return None
             reason = entry.get("reason")
             reason = reason.strip()[:200] if isinstance(reason, str) else ""
         else:

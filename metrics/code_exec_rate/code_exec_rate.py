@@ -11,6 +11,7 @@ import datasets
 import evaluate
 
 from lm_eval_fin import citations, sandbox
+from lm_eval_fin.cleantext import WritableInputs
 from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
 
 _CITATION = citations.FINLFQA
@@ -83,7 +84,7 @@ HF_ALLOW_CODE_EVAL="1".
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class CodeExecRate(evaluate.Metric):
+class CodeExecRate(WritableInputs, evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,

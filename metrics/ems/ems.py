@@ -5,6 +5,7 @@ import datasets
 import evaluate
 
 from lm_eval_fin import citations
+from lm_eval_fin.cleantext import WritableInputs
 from lm_eval_fin.ems.pipeline import run_ems
 from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
 from lm_eval_fin.textsim import resolve_bertscore_model
@@ -76,7 +77,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class Ems(evaluate.Metric):
+class Ems(WritableInputs, evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,

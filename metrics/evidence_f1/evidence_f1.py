@@ -9,6 +9,7 @@ import evaluate
 
 from lm_eval_fin import citations
 from lm_eval_fin.attribution import evidence_prf, knowledge_recall, parse_answer
+from lm_eval_fin.cleantext import WritableInputs
 from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
 
 _CITATION = citations.FINLFQA
@@ -57,7 +58,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class EvidenceF1(evaluate.Metric):
+class EvidenceF1(WritableInputs, evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,

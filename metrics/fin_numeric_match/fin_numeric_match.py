@@ -6,6 +6,7 @@ import evaluate
 
 from lm_eval_fin import citations
 from lm_eval_fin.attribution import parse_answer
+from lm_eval_fin.cleantext import WritableInputs
 from lm_eval_fin.numbers import numeric_prf
 from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
 
@@ -56,7 +57,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class FinNumericMatch(evaluate.Metric):
+class FinNumericMatch(WritableInputs, evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,

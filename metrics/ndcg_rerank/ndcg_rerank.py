@@ -5,6 +5,7 @@ import datasets
 import evaluate
 
 from lm_eval_fin import citations
+from lm_eval_fin.cleantext import WritableInputs
 from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
 from lm_eval_fin.ranking import GAINS, rank_metrics
 
@@ -55,7 +56,7 @@ Examples:
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)
-class NdcgRerank(evaluate.Metric):
+class NdcgRerank(WritableInputs, evaluate.Metric):
     def _info(self):
         return evaluate.MetricInfo(
             description=_DESCRIPTION,

@@ -16,6 +16,7 @@ There is no hub copy; users download the files and pass them with
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -71,19 +72,44 @@ def check_record(record: Any, where: str) -> dict:
     qrel = record.get("qrel")
     if qrel is not None and not isinstance(qrel, dict):
         raise ChallengeFormatError(f"{where}: 'qrel' must map candidate index -> grade")
+    for index, grade in (qrel or {}).items():
+        if isinstance(grade, bool) or not isinstance(grade, (int, float)) or not math.isfinite(grade):
+            raise ChallengeFormatError(
+                f"{where}: 'qrel' grade of candidate {index} is {grade!r}, not a number; grades are numbers "
+                "(0..4 for document types, 0/1/2 for chunks)"
+            )
     return record
 
 
-def load_records(data_path: str | Path, kind: str = "document") -> list[dict]:
-    """All records of the challenge file(s) at ``data_path``, checked."""
+def read_records(data_path: str | Path, kind: str = "document") -> list[tuple[str, dict]]:
+    """Every record of the challenge file(s) at ``data_path``, checked, with where it is
+    ("file:line"). An empty file and a query id given twice (ids key the rankings written and
+    the samples compared across runs) are errors naming the lines."""
     records = [
-        check_record(record, where)
+        (where, check_record(record, where))
         for file in find_files(data_path, kind)
         for where, record in read_jsonl(file, ChallengeFormatError)
     ]
     if not records:
         raise ChallengeFormatError(f"{data_path} holds no records; expected {EXPECTED}")
+    first: dict[str, str] = {}
+    for where, record in records:
+        query = str(record.get("uuid", record.get("_id")))
+        earlier = first.setdefault(query, where)
+        if earlier != where:
+            raise ChallengeFormatError(f"{where}: query id {query!r} again (first at {earlier}); each record needs "
+                                       "its own 'uuid' or '_id'")
     return records
+
+
+def load_records(data_path: str | Path, kind: str = "document") -> list[dict]:
+    """All records of the challenge file(s) at ``data_path``, checked (:func:`read_records`)."""
+    return [record for _, record in read_records(data_path, kind)]
+
+
+def ungraded(records: Iterable[tuple[str, dict]]) -> list[str]:
+    """Where the records without grades are (no ``qrel``, or ``qrel: null``: eval files)."""
+    return [where for where, record in records if record.get("qrel") is None]
 
 
 def to_documents(records: Iterable[dict], with_labels: bool) -> list[dict]:

@@ -34,14 +34,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import exit_status
+from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.benchmarks.fin_agentbench.data import ChallengeFormatError, load_records
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import parse_challenge_prompt, prompt_text
+from lm_eval_fin.exit_status import Problem
 from lm_eval_fin.judge import load_judge
 from lm_eval_fin.judge.options import options_from_args
+from lm_eval_fin.judge.preflight import judge_problems
 from lm_eval_fin.rerank import cardview, doctype, tournament
 from lm_eval_fin.rerank.pipeline import VARIANTS, FinCardsConfig, Query, RunResult, run_fincards
 
+PROG = "lm-eval-fin rerank"
 PAPER_DOC_TYPES = "10-K,10-Q"
 STAGES = ("cards", "intent", "llm", "screening", "tournament")
 
@@ -296,7 +299,7 @@ def failure_line(run: RunResult, rows: Sequence[dict], max_attempts: int) -> str
             f"{run.unparsed} answers stayed unparsable after {max_attempts} attempts ({where}); their fallbacks "
             f"stood in and their queries count under 'fallbk'; a larger --max-attempts asks them again"
         )
-    return "lm-eval-fin rerank: " + "; ".join(parts)
+    return f"{PROG}: " + "; ".join(parts)
 
 
 def _nan(value: Any) -> Any:
@@ -307,45 +310,48 @@ def write_outputs(path: str, run: RunResult, summary: dict[str, Any]) -> Path:
     """The JSONL of rankings and the ``.summary.json`` beside it; returns the summary's path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    with open(out, "w", encoding="utf-8") as handle:
+    with atomic.open_text(out) as handle:
         for result in run.results:
             handle.write(json.dumps(result.as_record(), ensure_ascii=False) + "\n")
     summary_path = out.with_name(out.stem + ".summary.json")
-    summary_path.write_text(json.dumps(summary, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    atomic.write_text(summary_path, json.dumps(summary, ensure_ascii=False, indent=1) + "\n")
     return summary_path
 
 
 def main(args: argparse.Namespace) -> int:
+    problems, records = [], []
     try:
         records = load_records(args.data, kind="chunk")
-    except (ChallengeFormatError, FileNotFoundError) as exc:
-        print(f"lm-eval-fin rerank: {exc}", file=sys.stderr)
-        return exit_status.USAGE
+    except (ChallengeFormatError, OSError) as exc:
+        problems.append(Problem(str(exc)))
     for name in ("k", "max_attempts", "llm_chunk_chars", "llm_prompt_chars", "raw_chars", "rounds"):
         if getattr(args, name) < 1:
-            print(f"lm-eval-fin rerank: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
-            return exit_status.USAGE
+            problems.append(Problem(f"--{name.replace('_', '-')} must be at least 1"))
     if args.limit is not None and args.limit < 1:
-        print("lm-eval-fin rerank: --limit must be at least 1", file=sys.stderr)
-        return exit_status.USAGE
+        problems.append(Problem("--limit must be at least 1"))
+    output = atomic.output_problem(args.output_path)
+    if output is not None:
+        problems.append(Problem(output))
+    variants = VARIANTS if args.variant == "all" else (args.variant,)
+    judge = None
+    try:
+        options = options_from_args(args)
+        if any(v != "bm25" for v in variants):
+            judge = load_judge(args.judge, options)
+            if judge is None:
+                problems.append(Problem("variant(s) other than bm25 need a judge: pass --judge or set LM_EVAL_FIN_JUDGE"))
+            elif getattr(judge, "parsed_spec", None) is not None:  # a judge of ours (not a test double)
+                problems += judge_problems(judge.parsed_spec, score_later=False)
+    except ValueError as exc:  # a bad spec (JudgeSpecError) or bad judge options
+        problems.append(Problem(str(exc)))
+    if problems:
+        return exit_status.report(PROG, problems)
     every = queries_from_records(records)
     queries, types = select_doc_types(every, args.doc_types)
     queries = queries[: args.limit]
     if not queries:
-        print(f"lm-eval-fin rerank: no query left: {doc_type_line(types, len(every))}", file=sys.stderr)
-        return exit_status.USAGE
-    variants = VARIANTS if args.variant == "all" else (args.variant,)
-    options = options_from_args(args)
+        return exit_status.report(PROG, [Problem(f"no query left: {doc_type_line(types, len(every))}")])
     config = config_from_args(args, options.max_tokens)
-    judge = None
-    if any(v != "bm25" for v in variants):
-        judge = load_judge(args.judge, options)
-        if judge is None:
-            print(
-                "lm-eval-fin rerank: variant(s) other than bm25 need a judge: pass --judge or set LM_EVAL_FIN_JUDGE",
-                file=sys.stderr,
-            )
-            return exit_status.USAGE
     try:
         run = run_fincards(queries, judge, variants, config)
     finally:

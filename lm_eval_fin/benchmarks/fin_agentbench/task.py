@@ -22,6 +22,7 @@ from lm_eval_fin.degenerate import in_input_order
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
 from lm_eval_fin.harness.fitting import PromptFitter, prompt_fitter
+from lm_eval_fin.harness.preflight import UnscorableData
 from lm_eval_fin.harness.settings import RunSettings, Setting, SettingsError, one_of, optional, positive_int, text
 from lm_eval_fin.harness.stage import predict_only
 from lm_eval_fin.harness.task import (
@@ -44,6 +45,18 @@ DATA_HINT = f"{data.EXPECTED}. There is no hub copy; see the fin_agentbench task
 
 def _records(task: str, settings: RunSettings) -> list[dict]:
     return data.load_records(require_data_path(settings, DATA_HINT), TASKS[task])
+
+
+def _check_data(task: str, settings: RunSettings) -> None:
+    """The challenge file(s) read whole; every record needs its grades to be scored
+    (:class:`UnscorableData` for an eval file, fine with ``--predict_only``)."""
+    records = data.read_records(require_data_path(settings, DATA_HINT), TASKS[task])
+    missing = data.ungraded(records)
+    if missing:
+        raise UnscorableData(
+            f"{missing[0]}: no 'qrel' (grades; {len(missing)} of {len(records)} records): {task} scores each "
+            "ranking against its grades; run an eval file with --predict_only --log_samples to collect the rankings"
+        )
 
 
 def fit_documents(documents: list[dict], fitter: PromptFitter | None, task: str = CHUNK_TASK) -> list[dict]:
@@ -134,7 +147,7 @@ BENCHMARK = Benchmark(
         Setting("gain", "exponential", one_of(*GAINS), "nDCG gain: exponential (2^g - 1) or linear (g)"),
         Setting("max_gen_toks", None, optional(positive_int), "answer budget chunk prompts leave room for"),
     ),
-    check_data=_records,
+    check_data=_check_data,
     score=read_rankings,
     prompt=lambda doc: doc["prompt"],
     scales=scales.SCALES,

@@ -26,6 +26,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from lm_eval_fin import atomic
 from lm_eval_fin.jsonl import read_jsonl
 
 JSONL_NAME = "earnings_call_qa.jsonl"
@@ -48,11 +49,12 @@ def write_dataset(records: Sequence[dict], out_dir: str | Path) -> tuple[Path, P
     out = Path(out_dir).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     jsonl = out / JSONL_NAME
-    with open(jsonl, "w", encoding="utf-8") as handle:
+    with atomic.open_text(jsonl) as handle:
         for record in records:
             handle.write(json.dumps(record, ensure_ascii=False) + "\n")
     disk = out / DISK_NAME
-    datasets.Dataset.from_list(list(records)).save_to_disk(str(disk))
+    with atomic.folder(disk) as building:
+        datasets.Dataset.from_list(list(records)).save_to_disk(str(building))
     return jsonl, disk
 
 
@@ -75,23 +77,27 @@ def read_dataset(data_path: str | Path) -> list[dict]:
         if isinstance(loaded, datasets.DatasetDict):
             split = "test" if "test" in loaded else next(iter(loaded))
             loaded = loaded[split]
-        records = list(loaded)
+        located = [(f"{path}: record {number}", record) for number, record in enumerate(loaded, start=1)]
     elif path.is_file():
         try:
-            records = [record for _, record in read_jsonl(path, DatasetError)]
+            located = list(read_jsonl(path, DatasetError))
         except DatasetError as exc:
             raise DatasetError(f"{exc}; expected {EXPECTED}") from None
     else:
         raise DatasetError(f"data_path {str(path)!r} does not exist; expected {EXPECTED}")
-    for number, record in enumerate(records, start=1):
+    first: dict[str, str] = {}
+    for where, record in located:
         if not isinstance(record, dict):
-            raise DatasetError(f"{path}: record {number} is a {type(record).__name__}, not an object; expected {EXPECTED}")
+            raise DatasetError(f"{where}: a {type(record).__name__}, not an object; expected {EXPECTED}")
         missing = [name for name in REQUIRED_FIELDS if name not in record]
         not_text = [name for name in REQUIRED_FIELDS if name in record and not isinstance(record[name], str)]
         if missing or not_text:
             problems = [f"no {', '.join(missing)}"] if missing else []
             problems += [f"{name} is a {type(record[name]).__name__}, not text" for name in not_text]
-            raise DatasetError(f"{path}: record {number}: {'; '.join(problems)}; expected {EXPECTED}")
-    if not records:
+            raise DatasetError(f"{where}: {'; '.join(problems)}; expected {EXPECTED}")
+        earlier = first.setdefault(record["id"], where)
+        if earlier != where:  # ids key the per-document details a report joins to each answer
+            raise DatasetError(f"{where}: id {record['id']!r} again (first at {earlier}); each record needs its own id")
+    if not located:
         raise DatasetError(f"{path} holds no records; expected {EXPECTED}")
-    return records
+    return [record for _, record in located]

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lm_eval_fin import attribution
+from lm_eval_fin.jsonl import read_jsonl, read_text
 from lm_eval_fin.jsontext import field
 
 logger = logging.getLogger(__name__)
@@ -143,24 +144,36 @@ class Example:
     context: dict[str, Any]
     knowledge: list[Any]
     reference: list[dict]
+    where: str = ""  # "file:line" (or "file: record N") of the record, for messages
 
 
-def read_example(record: dict, position: int = 0) -> Example:
+def read_example(record: dict, position: int = 0, where: str | None = None) -> Example:
     """One hub record, checked (the only function that knows the hub's names).
 
     Hub schema: ``question`` (text), ``context`` (JSON: ticker -> report paragraphs),
     ``clauses`` (JSON: the reference answer's clauses, each with its text, evidence per
     ticker, code and knowledge; empty where the split has no public answers) and the
     professional-knowledge list under one of :data:`KNOWLEDGE_LIST_FIELDS`.
-    Raises :class:`SchemaError` naming the missing part and the fields found.
+    Raises :class:`SchemaError` naming where the record is (``where``: "file:line"; else its
+    position), the missing part and the fields found.
     """
+    place = where or f"FinLFQA record {position}"
     if not isinstance(record, dict):
-        raise SchemaError(f"record {position}: expected a JSON object, got {type(record).__name__}")
+        raise SchemaError(f"{place}: expected a JSON object, got {type(record).__name__}")
+    try:
+        return _read_example(record, position, place)
+    except SchemaError:
+        raise
+    except (ValueError, TypeError, AttributeError, KeyError) as exc:  # a shape the readers below do not expect
+        raise SchemaError(f"{place}: cannot be read ({type(exc).__name__}: {exc})") from None
+
+
+def _read_example(record: dict, position: int, place: str) -> Example:
     found = sorted(map(str, record))
 
     def missing(what: str) -> SchemaError:
         return SchemaError(
-            f"FinLFQA record {position}: no {what}; fields found: {found}. Expected the hub "
+            f"{place}: no {what}; fields found: {found}. Expected the hub "
             f"schema of {HUB_DATASET}: question, context, clauses and the knowledge list "
             f"(one of {list(KNOWLEDGE_LIST_FIELDS)})."
         )
@@ -174,7 +187,7 @@ def read_example(record: dict, position: int = 0) -> Example:
         knowledge_name, knowledge = field(record, KNOWLEDGE_LIST_FIELDS)
         knowledge = _decoded(knowledge)
     except ValueError as exc:
-        raise SchemaError(f"FinLFQA record {position}: a JSON field does not decode ({exc})") from exc
+        raise SchemaError(f"{place}: a JSON field does not decode ({exc})") from exc
     if not isinstance(context, dict) or not context:
         raise missing("'context' (a JSON object keyed by the two companies' tickers)")
     if knowledge_name is None:
@@ -183,11 +196,11 @@ def read_example(record: dict, position: int = 0) -> Example:
         knowledge = [line for line in knowledge.split("\n") if line.strip()]
     if not isinstance(knowledge, list):
         raise SchemaError(
-            f"FinLFQA record {position}: field {knowledge_name!r} should be a list of knowledge "
+            f"{place}: field {knowledge_name!r} should be a list of knowledge "
             f"entries, got {type(knowledge).__name__}; fields found: {found}"
         )
     companies = [str(c) for c in context]
-    reference = [] if clauses in (None, "", []) else _reference_clauses(clauses, companies, position)
+    reference = [] if clauses in (None, "", []) else _reference_clauses(clauses, companies, place)
     _, identifier = field(record, ID_FIELDS)
     return Example(
         position=position,
@@ -196,6 +209,7 @@ def read_example(record: dict, position: int = 0) -> Example:
         context={str(c): report for c, report in context.items()},
         knowledge=knowledge,
         reference=reference,
+        where=place,
     )
 
 
@@ -256,12 +270,12 @@ def detect_index_base(examples: Sequence[Example], given: int | None = None) -> 
     if given is not None:
         if (given == 1 and zero) or (given == 0 and past):
             logger.warning("FinLFQA: index_base %d from the metadata, but the data's gold indices suggest "
-                           "otherwise (record %d)", given, (zero or past).position)
+                           "otherwise (%s)", given, (zero or past).where or (zero or past).position)
         return IndexBase(given, "metadata")
     if zero and past:
         raise SchemaError(
-            f"FinLFQA: the gold indices read both as 0-based (record {zero.position} cites index 0) and as "
-            f"1-based (record {past.position} cites an index equal to its list's length); choose with "
+            f"FinLFQA: the gold indices read both as 0-based ({zero.where or zero.position} cites index 0) and "
+            f"as 1-based ({past.where or past.position} cites an index equal to its list's length); choose with "
             "--metadata '{\"index_base\": 0}' or 1"
         )
     if zero:
@@ -271,20 +285,20 @@ def detect_index_base(examples: Sequence[Example], given: int | None = None) -> 
     return IndexBase(PAPER_INDEX_BASE, "paper")
 
 
-def _reference_clauses(clauses: Any, companies: list[str], position: int) -> list[dict]:
+def _reference_clauses(clauses: Any, companies: list[str], place: str) -> list[dict]:
     if isinstance(clauses, dict):
         _, clauses = field(clauses, ("clauses", "answer"))
     if not isinstance(clauses, list):
-        raise SchemaError(f"FinLFQA record {position}: 'clauses' should decode to a list of clauses")
+        raise SchemaError(f"{place}: 'clauses' should decode to a list of clauses")
     reference = []
     for number, clause in enumerate(clauses):
         if not isinstance(clause, dict):
-            raise SchemaError(f"FinLFQA record {position}, clause {number}: expected an object, got {clause!r:.80}")
+            raise SchemaError(f"{place}, clause {number}: expected an object, got {clause!r:.80}")
         text_name, text = field(clause, CLAUSE_TEXT_FIELDS)
         evidence_name, evidence = field(clause, CLAUSE_EVIDENCE_FIELDS)
         if text_name is None or not isinstance(text, str) or evidence_name is None:
             raise SchemaError(
-                f"FinLFQA record {position}, clause {number}: needs its text (one of "
+                f"{place}, clause {number}: needs its text (one of "
                 f"{list(CLAUSE_TEXT_FIELDS)}) and evidence (one of {list(CLAUSE_EVIDENCE_FIELDS)}); "
                 f"fields found: {sorted(map(str, clause))}"
             )
@@ -319,20 +333,50 @@ def _warn_if_out_of_range(example: Example, index_base: int) -> None:
                 return
 
 
-def read_records(data_path: str | Path, split: str | None = None) -> list[dict]:
-    """Records of a local copy in the hub schema: JSON (a list, or an object with one list
-    per split, of which ``split``'s is read), JSON Lines, or parquet (one split per file)."""
+Located = tuple[str, Any]  # ("file:line" or "file: record N", the record)
+
+
+def _json_list(text: str, path: Path) -> list[Located]:
+    """The elements of the JSON list ``text`` is, each with the line it starts on."""
+    decoder = json.JSONDecoder()
+    items: list[Located] = []
+    position = text.index("[") + 1
+    while True:
+        while position < len(text) and text[position] in " \t\r\n,":
+            position += 1
+        if position >= len(text) or text[position] == "]":
+            return items
+        where = f"{path}:{text.count(chr(10), 0, position) + 1}"
+        value, position = decoder.raw_decode(text, position)
+        items.append((where, value))
+
+
+def _not_json(path: Path, exc: json.JSONDecodeError) -> SchemaError:
+    return SchemaError(f"{path}:{exc.lineno}: not JSON ({exc.msg}, column {exc.colno})")
+
+
+def read_records(data_path: str | Path, split: str | None = None) -> list[Located]:
+    """Records of a local copy in the hub schema, each with where it is ("file:line"): JSON
+    (a list, or an object with one list per split, of which ``split``'s is read), JSON Lines,
+    or parquet (one split per file; "file: row N"). A file that is not UTF-8 or not JSON is a
+    :class:`SchemaError` naming the file and the line."""
     path = Path(data_path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"FinLFQA data_path {str(path)!r} is not a file (JSON, JSONL or parquet)")
     if path.suffix == ".parquet":
         import pyarrow.parquet
 
-        return pyarrow.parquet.read_table(path).to_pylist()
-    text = path.read_text(encoding="utf-8")
+        return [(f"{path}: row {row}", record)
+                for row, record in enumerate(pyarrow.parquet.read_table(path).to_pylist(), start=1)]
     if path.suffix == ".jsonl":
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    data = json.loads(text)
+        return list(read_jsonl(path, SchemaError))
+    text = read_text(path, SchemaError)
+    try:
+        data = json.loads(text)
+        if isinstance(data, list):
+            return _json_list(text, path)
+    except json.JSONDecodeError as exc:
+        raise _not_json(path, exc) from None
     if isinstance(data, dict):
         splits = [key for key in SPLITS if isinstance(data.get(key), list)]
         if splits:
@@ -342,40 +386,67 @@ def read_records(data_path: str | Path, split: str | None = None) -> list[dict]:
                     f"{path}: holds the split(s) {splits} but not {wanted!r}; give a file with a "
                     f"{wanted!r} list (or one list of records) as data_path"
                 )
-            return data[wanted]
+            return [(f"{path}: {wanted} record {n}", r) for n, r in enumerate(data[wanted], start=1)]
         for key in ("data", "examples"):
             if isinstance(data.get(key), list):
-                return data[key]
+                return [(f"{path}: {key} record {n}", r) for n, r in enumerate(data[key], start=1)]
         raise SchemaError(f"{path}: a JSON object without a list of records (keys: {sorted(data)})")
-    if not isinstance(data, list):
-        raise SchemaError(f"{path}: expected a JSON list of records")
-    return data
+    raise SchemaError(f"{path}: expected a JSON list of records")
 
 
-def load_hub_records(split: str) -> Iterable[dict]:
+def load_hub_records(split: str) -> list[Located]:
     import datasets
 
     try:
-        return datasets.load_dataset(HUB_DATASET, split=split)
+        rows = datasets.load_dataset(HUB_DATASET, split=split)
     except Exception as exc:  # noqa: BLE001 - offline, unknown split: say what to do instead
         raise RuntimeError(
             f"could not load {HUB_DATASET} split {split!r} ({type(exc).__name__}: {exc}). "
             "Offline? Pass a local copy with --metadata '{\"data_path\": \"<json/jsonl/parquet>\"}'."
         ) from exc
+    return [(f"{HUB_DATASET} {split}: row {row}", record) for row, record in enumerate(rows, start=1)]
+
+
+def read_examples(split: str = "validation", data_path: str | None = None) -> list[Example]:
+    """Every record of the split (the hub's, or the local copy at ``data_path``) read and
+    checked, each knowing where it came from. An empty file, a record that is not in the hub
+    schema and two records with one id are :class:`SchemaError` s naming the file and the
+    line (both lines for a repeated id: ids key the steps of a multi-step run and the details
+    a report joins to each answer, so a repeated one would mix two documents up)."""
+    if split not in SPLITS:
+        raise ValueError(f"FinLFQA split must be one of {SPLITS}, got {split!r}")
+    records = read_records(data_path, split) if data_path else load_hub_records(split)
+    if not records:
+        raise SchemaError(f"{Path(data_path).expanduser() if data_path else HUB_DATASET}: holds no records; "
+                          f"expected the hub schema of {HUB_DATASET}")
+    examples = [read_example(record, position, where) for position, (where, record) in enumerate(records)]
+    first: dict[str, Example] = {}
+    for example in examples:
+        earlier = first.setdefault(example.identifier, example)
+        if earlier is not example:
+            raise SchemaError(f"{example.where}: id {example.identifier!r} again (first at {earlier.where}); "
+                              "each record needs its own id")
+    return examples
+
+
+def unreferenced(examples: Sequence[Example]) -> list[Example]:
+    """The examples without a reference answer (nothing to score an answer against)."""
+    return [example for example in examples if not example.reference]
+
+
+def documents(examples: Sequence[Example], index_base: int | None = None) -> tuple[list[dict], IndexBase]:
+    """Task documents of ``examples``, numbered from ``index_base`` (None:
+    :func:`detect_index_base`), and the base used."""
+    base = detect_index_base(examples, index_base)
+    logger.info("FinLFQA: paragraphs and knowledge numbered from %d (%s)", base.base, base.source)
+    return [to_document(example, index_base=base.base) for example in examples], base
 
 
 def load_documents(
     split: str = "validation", data_path: str | None = None, index_base: int | None = None
 ) -> tuple[list[dict], IndexBase]:
-    """Task documents from the hub split, or from a local copy when ``data_path`` is given,
-    numbered from ``index_base`` (None: :func:`detect_index_base`), and the base used."""
-    if split not in SPLITS:
-        raise ValueError(f"FinLFQA split must be one of {SPLITS}, got {split!r}")
-    records = read_records(data_path, split) if data_path else load_hub_records(split)
-    examples = [read_example(dict(record), position) for position, record in enumerate(records)]
-    base = detect_index_base(examples, index_base)
-    logger.info("FinLFQA %s: paragraphs and knowledge numbered from %d (%s)", split, base.base, base.source)
-    return [to_document(example, index_base=base.base) for example in examples], base
+    """:func:`documents` of the hub split, or of a local copy when ``data_path`` is given."""
+    return documents(read_examples(split, data_path), index_base)
 
 
 def reference_clauses(doc: dict) -> list[dict]:

@@ -14,7 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from lm_eval_fin.jsontext import json_values
 from lm_eval_fin.judge import ParsedAnswer, chat_request, complete_parsed_answers, prompt_hash
+from lm_eval_fin.replies import answer_part, is_scale
 
 JUDGE_CRITERIA = ("accuracy", "numerical_correctness", "evidence_entailment")
 JUDGE_MAX_TOKENS = 128  # the reply is a short JSON object; judge_max_tokens overrides it
@@ -70,36 +72,97 @@ def judge_prompt(data: Mapping[str, Any]) -> str:
     )
 
 
-_SCORE_PATTERNS = {
-    name: re.compile(
-        rf"(?<![A-Za-z_]){pattern}[\"'*]*\s*[:=]\s*(?:[\"']\s*)?([1-5])(?:\.0+)?(?![0-9.])", re.IGNORECASE
-    )
-    for name, pattern in {
-        "accuracy": r"accuracy",
-        "numerical_correctness": r"numerical[ _]?(?:correctness|accuracy)?",
-        "evidence_entailment": r"evidence[ _]?(?:entailment)?",
-    }.items()
+# The names a judge writes each criterion under, as a JSON key or a "Name: 4" line.
+_CRITERION_NAMES = {
+    "accuracy": r"accuracy",
+    "numerical_correctness": r"numerical(?:[ _-]?(?:correctness|accuracy))?",
+    "evidence_entailment": r"evidence(?:[ _-]?entailment)?",
 }
+_KEY_NAMES = {name: re.compile(pattern, re.IGNORECASE) for name, pattern in _CRITERION_NAMES.items()}
+_NAMED_VALUE = re.compile(
+    r"(?<![A-Za-z_])(?P<name>" + "|".join(f"(?:{p})" for p in _CRITERION_NAMES.values()) + r")(?![A-Za-z_])"
+    r"[\"'*]*\s*(?:\([^()\n]{0,20}\)\s*)?[\"'*]*\s*[:=]\s*[\"'*]*\s*"
+    r"(?P<value>[-−+]?\d+(?:\.\d+)?)(?:\s*(?:/|out of)\s*(?P<scale>\d+))?",
+    re.IGNORECASE,
+)
+_VALUE_TEXT = re.compile(r"\s*(\d+)(?:\.0+)?\s*(?:(?:/|out of)\s*(\d+)\s*)?", re.IGNORECASE)
+SCALE = (1, 5)
+
+
+def _criterion(key: object) -> str | None:
+    name = str(key).strip()
+    return next((c for c, pattern in _KEY_NAMES.items() if pattern.fullmatch(name)), None)
+
+
+def _grade(value: object, scale: str | None = None) -> int | None:
+    """An integer 1..5 written as a number, "4", "4.0", "4/5" or "4 out of 5"; None for
+    anything else (a range, a placeholder, another scale, a fraction)."""
+    if isinstance(value, str):
+        written = _VALUE_TEXT.fullmatch(value)
+        if written is None:
+            return None
+        value, scale = float(written.group(1)), written.group(2) or scale
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return None
+    if scale is not None and int(scale) != SCALE[1]:
+        return None
+    return int(value) if value == int(value) and SCALE[0] <= value <= SCALE[1] else None
+
+
+def _objects(value: object) -> list[dict]:
+    """A parsed JSON object and the objects directly inside it ({"scores": {...}})."""
+    if not isinstance(value, dict):
+        return []
+    return [value, *(inner for inner in value.values() if isinstance(inner, dict))]
+
+
+def _verdict_of(grades: dict[str, list[int | None]]) -> JudgeVerdict | None:
+    """The verdict when every criterion has a grade, each in range and, where written twice,
+    the same; else None."""
+    scores = {}
+    for name in JUDGE_CRITERIA:
+        given = set(grades.get(name, ()))
+        if len(given) != 1 or None in given:
+            return None
+        scores[name] = given.pop()
+    return JudgeVerdict(**scores)
 
 
 def parse_verdict(text: str | None) -> JudgeVerdict | None:
-    """The three scores from a judge's reply (JSON, or "accuracy: 4" style lines); None
-    when any is missing or outside 1..5.
+    """The three scores from a judge's reply, or None when the reply is not a verdict.
+
+    Read from the answer part only (:func:`lm_eval_fin.replies.answer_part`): the last JSON
+    object naming a criterion decides; without one, "accuracy: 4" style lines. Every
+    criterion must be there, an integer 1..5 ("4/5" reads as 4); a value out of range, of
+    another scale or given twice differently makes the reply unreadable, and a restated
+    rubric ("accuracy: 1-5", ``<1-5>``) is no value, so a refusal that restates the scale is
+    a parse failure (re-asked, then counted), never three 1s.
 
     >>> parse_verdict('```json\\n{"accuracy": 4, "numerical_correctness": 3, "evidence_entailment": 5}\\n```')
     JudgeVerdict(accuracy=4, numerical_correctness=3, evidence_entailment=5)
     >>> parse_verdict("Accuracy: 6") is None
     True
+    >>> parse_verdict("I cannot grade this. Scale: accuracy: 1-5, numerical_correctness: 1-5, "
+    ...               "evidence_entailment: 1-5.") is None
+    True
     """
     if not isinstance(text, str):
         return None
-    scores = {}
-    for name, pattern in _SCORE_PATTERNS.items():
-        match = pattern.search(text)
-        if match is None:
-            return None
-        scores[name] = int(match.group(1))
-    return JudgeVerdict(**scores)
+    answer = answer_part(text)
+    named = [obj for value in json_values(answer, "{") for obj in _objects(value) if any(map(_criterion, obj))]
+    grades: dict[str, list[int | None]] = {}
+    if named:
+        for key, value in named[-1].items():
+            criterion = _criterion(key)
+            if criterion is not None:
+                grades.setdefault(criterion, []).append(_grade(value))
+        return _verdict_of(grades)
+    for match in _NAMED_VALUE.finditer(answer):
+        if is_scale(answer, match.start("value"), match.end("value")):
+            continue  # the rubric restated
+        value = float(match.group("value").replace("−", "-"))
+        grades.setdefault(_criterion(match.group("name")), []).append(_grade(value, match.group("scale")))
+    return _verdict_of(grades)
 
 
 def judge_answers(

@@ -26,6 +26,7 @@ from lm_eval_fin import paths, textsim
 from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, refine, scales, score
 from lm_eval_fin.harness import multistep, replay, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
+from lm_eval_fin.harness.preflight import UnscorableData
 from lm_eval_fin.harness.settings import (
     RunSettings,
     Setting,
@@ -70,8 +71,20 @@ def _documents(task: str, settings: RunSettings) -> tuple[list[dict], data.Index
 
 
 def _check_data(task: str, settings: RunSettings) -> None:
-    if settings["data_path"]:  # the hub copy is read when the task loads
-        _documents(task, settings)
+    """A local copy read whole as the loader reads it (the hub copy is read when the task
+    loads); a scored split needs every reference answer (:class:`UnscorableData` if not)."""
+    if not settings["data_path"]:
+        return
+    split = TASKS[task][0]
+    examples = data.read_examples(split, settings["data_path"])
+    data.documents(examples, settings["index_base"])
+    missing = data.unreferenced(examples)
+    if missing and split == "validation":
+        raise UnscorableData(
+            f"{missing[0].where}: no reference answer ('clauses' empty or null; {len(missing)} of {len(examples)} "
+            f"records): {task} scores each answer against its reference; give the clauses, or run with "
+            "--predict_only --log_samples"
+        )
 
 
 def _load(task: str, metadata: dict[str, Any]) -> dict:

@@ -18,6 +18,7 @@ from lm_eval_fin import paths
 from lm_eval_fin.benchmarks.fin_agentbench import data
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import fit_chunks
 from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, read_ranking, score_ranking
+from lm_eval_fin.benchmarks.fin_agentbench.view import VIEW
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
 from lm_eval_fin.harness.fitting import PromptFitter, prompt_fitter
@@ -121,6 +122,7 @@ BENCHMARK = Benchmark(
     ),
     check_data=_records,
     score=read_rankings,
+    view=VIEW,
     headline={
         "fin_agentbench_doc": ("ndcg@5", "map@5", "mrr@5", "parse_failure"),
         "fin_agentbench_chunk": ("ndcg@10", "map@10", "mrr@10", "parse_failure"),

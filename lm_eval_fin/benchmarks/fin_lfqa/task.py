@@ -24,6 +24,7 @@ from typing import Any
 
 from lm_eval_fin import paths, textsim
 from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, refine, score
+from lm_eval_fin.benchmarks.fin_lfqa.view import VIEW
 from lm_eval_fin.harness import multistep, replay, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
 from lm_eval_fin.harness.settings import (
@@ -208,6 +209,7 @@ BENCHMARK = Benchmark(
     settings=SETTINGS,
     check_data=_check_data,
     score=score_answers_batch,
+    view=VIEW,
     keep=keep_traces,
     judged=True,
     headline={task: ("judge_score", "numeric_f1", "evidence_f1", "code_exec_rate", "rouge_l") for task in TASKS},

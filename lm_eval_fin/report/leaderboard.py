@@ -195,9 +195,11 @@ def baseline_rows(rows: list[Row], tasks: Sequence[str], catalog: Catalog, sampl
         for baseline in baselines:
             row = made.get(baseline.name)
             if row is None:
-                row = made[baseline.name] = Row(0, baseline.name, kind=BASELINE, description=baseline.description)
+                row = made[baseline.name] = Row(0, baseline.name, kind=BASELINE, description=baseline.description,
+                                                summary=baseline.description)
             elif baseline.description not in row.description:
                 row.description += f"; {baseline.description}"
+                row.summary = row.description
             metrics = dict.fromkeys(name for values in baseline.values.values() for name in values)
             for metric in metrics:
                 values = {key: v[metric] for key, v in baseline.values.items() if metric in v}
@@ -213,7 +215,7 @@ def reference_rows(tasks: Sequence[str], catalog: Catalog) -> list[Row]:
             shown = [task for task in reference.tasks if task in tasks]
             if not shown:
                 continue
-            row = Row(0, reference.label, kind=REFERENCE, description=(
+            row = Row(0, reference.label, kind=REFERENCE, summary=reference.setting, description=(
                 f"{reference.paper}: {reference.model}, {reference.setting}, {reference.split}"
                 + (f". {reference.note}" if reference.note else "")))
             for task in shown:

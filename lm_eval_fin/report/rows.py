@@ -57,6 +57,7 @@ class Row:
     task_tags: dict[str, str] = field(default_factory=dict)  # task -> settings of the run merged in
     cells: dict[str, Cell] = field(default_factory=dict)
     description: str = ""  # baselines: how the answers were made; references: paper, split, note
+    summary: str = ""  # the line shown under a baseline's or a paper's label (the description in full on hover)
     badges: list[Badge] = field(default_factory=list)
     metadata: list[tuple[str, str]] = field(default_factory=list)
     seconds: float | None = None  # lm-eval's total_evaluation_time_seconds, summed over the runs

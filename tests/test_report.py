@@ -184,6 +184,7 @@ def test_degenerate_answers_are_flagged_per_answer_and_per_row(runs, tmp_path):
     row = row_named(board, "echo-model")
     assert row.cells["fin_agentbench_doc/degenerate_answer"].interval.mean == 1.0
     assert "100% of the answers degenerate" in row.flags["fin_agentbench_doc/ndcg@5"]
+    assert "100% degenerate" in [badge.text for badge in row.badges]
     assert "degenerate" not in row_named(board, MODEL).flags.get("fin_agentbench_doc/ndcg@5", "")
     # the echo scores what the input-order baseline scores
     baseline = row_named(board, "input order").cells["fin_agentbench_doc/ndcg@5"]

@@ -43,7 +43,7 @@ def build_report(
     names = list(names or [])
     if len(names) > len(results_dirs):
         raise ValueError(f"{len(names)} names for {len(results_dirs)} results folders")
-    runs, unreadable = read_results_dirs(results_dirs)
+    runs, unreadable = read_results_dirs([str(d) for d in results_dirs])
     by_folder = {str(Path(d).expanduser()): name for d, name in zip(results_dirs, names)}
     return build_leaderboard(runs, unreadable, by_folder, settings, Catalog(benchmarks))
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from lm_eval_fin.report import stats
 from lm_eval_fin.report.blocks import Baseline
 from lm_eval_fin.report.catalog import DEGENERATE, Catalog
-from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE, Cell, Row, fill_facts, group_rows
+from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE, Badge, Cell, Row, fill_facts, group_rows
 from lm_eval_fin.report.standings import Comparison, rank_rows
 from lm_eval_fin.runfiles import Metric, Run, Sample, Unreadable
 
@@ -244,6 +244,9 @@ def flag_cells(board: Leaderboard) -> None:
             degenerate = row.cells.get(f"{task}/{DEGENERATE}")
             if degenerate and math.isfinite(degenerate.interval.mean) and degenerate.interval.mean > 0:
                 flags.append(f"{degenerate.interval.mean:.0%} of the answers degenerate")
+                row.badges.append(Badge(f"{degenerate.interval.mean:.0%} degenerate", (
+                    f"{task}: {degenerate.interval.mean:.0%} of the answers are empty, repeated, an echo of the prompt "
+                    "or the candidates in the order given (degenerate_answer)"), "warn"))
             if flags:
                 row.flags[column.key] = "; ".join(flags)
 

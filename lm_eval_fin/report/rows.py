@@ -218,8 +218,9 @@ def badges(row: Row, catalog: Catalog) -> list[Badge]:
     for run in row.runs:
         for task, task_run in run.tasks.items():
             settings = run_settings(task_run.samples[0].doc) if task_run.samples else {}
-            values = settings.get("values") if isinstance(settings.get("values"), dict) else {}
-            metadata = task_run.config.get("metadata") if isinstance(task_run.config.get("metadata"), dict) else {}
+            values, metadata = settings.get("values"), task_run.config.get("metadata")
+            values = values if isinstance(values, dict) else {}
+            metadata = metadata if isinstance(metadata, dict) else {}
             if _shipped_data(values.get("data_path") or metadata.get("data_path")):
                 synthetic.append(task)
             if catalog.judged(task) and task_run.samples and settings.get("judge") is None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import zlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import parse_challenge_prompt
@@ -32,11 +32,11 @@ from lm_eval_fin.runfiles import Sample, as_float, run_settings
 RANDOM_SEED = 0
 
 
-def _labels(doc: dict[str, Any]) -> dict[int, str]:
+def _labels(doc: Mapping[str, Any]) -> dict[int, str]:
     return {int(k): str(v) for k, v in (json_field(doc, "labels", {}) or {}).items() if str(k).lstrip("-").isdigit()}
 
 
-def _grades(doc: dict[str, Any]) -> dict[int, Any]:
+def _grades(doc: Mapping[str, Any]) -> dict[int, Any]:
     return {int(k): v for k, v in (json_field(doc, "qrel", {}) or {}).items() if str(k).lstrip("-").isdigit()}
 
 
@@ -123,11 +123,11 @@ def baselines(task: str, samples: Sequence[Sample]) -> list[Baseline]:
     return [Baseline(name, descriptions[name], values) for name, values in made.items() if values]
 
 
-def best_document_type(doc: dict[str, Any]) -> str | None:
+def best_document_type(doc: Mapping[str, Any]) -> str | None:
     """The document type with the highest grade (the type the question needs), for the
     document task; None for chunks."""
     labels = _labels(doc)
-    ranking = gold_ranking(doc) if doc.get("qrel") and labels else []
+    ranking = gold_ranking(dict(doc)) if doc.get("qrel") and labels else []
     return labels.get(ranking[0]) if ranking else None
 
 

@@ -41,11 +41,15 @@ def question(sample: Sample) -> list[Block]:
     ]
 
 
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _alignment_rows(ems: dict[str, Any]) -> tuple[list[list[Cell]], list[str]]:
     refs = [str(p) for p in ems.get("reference_points") or []]
     answer_points = [str(p) for p in ems.get("answer_points") or []]
     alignment = list(ems.get("alignment") or [])
-    scores = ems.get("scores") if isinstance(ems.get("scores"), dict) else {}
+    scores = _mapping(ems.get("scores"))
     rows = []
     for i, ref in enumerate(refs):
         j = alignment[i] if i < len(alignment) else -1
@@ -67,15 +71,15 @@ def answer(sample: Sample) -> list[Block]:
         blocks.append(text_block("EMS", "No EMS in this answer's record (a --predict_only run: score it with "
                                  "`lm-eval-fin score`).", NOTE))
         return [*blocks, answer_block(sample)]
-    judge = sample.record.get("judge") if isinstance(sample.record.get("judge"), dict) else None
+    judge = _mapping(sample.record.get("judge"))
     blocks.append(facts_block("", [
         ("method", "the judge extracts and matches" if ems.get("method") == "llm" else "offline extractor and matcher"),
-        ("judge", (judge or {}).get("spec") or "none"),
+        ("judge", judge.get("spec") or "none"),
         ("whole-answer BERTScore F1", sample.record.get("bertscore_f1")),
     ]))
     if ems.get("judge_error"):
         blocks.append(text_block("Judge failed: no EMS for this answer", str(ems["judge_error"]), MISS))
-    per_scorer = ems.get("ems") if isinstance(ems.get("ems"), dict) else {}
+    per_scorer = _mapping(ems.get("ems"))
     if per_scorer:
         blocks.append(table_block("EMS per scorer", ["scorer", "precision", "recall", "F1"],
                                   [[s, *(show(v) for v in (t or [None] * 3))] for s, t in per_scorer.items()]))
@@ -92,7 +96,7 @@ def answer(sample: Sample) -> list[Block]:
         [[Cell(f"A{j + 1}"), Cell(p), Cell("yes", HIT) if j in used else Cell("unmatched", MISS)]
          for j, p in enumerate(answer_points)],
     ))
-    verdicts = ems.get("verdicts") if isinstance(ems.get("verdicts"), dict) else {}
+    verdicts = _mapping(ems.get("verdicts"))
     for side, points in (("answer", answer_points), ("reference", [str(p) for p in refs])):
         found = verdicts.get(side)
         if isinstance(found, list) and found:

@@ -122,7 +122,8 @@ def _number_rows(parsed: attribution.ParsedAnswer, doc: dict) -> list[list[Cell]
 def answer(sample: Sample) -> list[Block]:
     doc, record = sample.doc, sample.record
     parsed = attribution.parse_answer(sample.answer, doc.get("companies") or [])
-    outcomes = record.get("code") if isinstance(record.get("code"), list) else []
+    code = record.get("code")
+    outcomes = code if isinstance(code, list) else []
     blocks = []
     if parsed.parse_failure:
         blocks.append(text_block("Clauses", "No attributed clause could be read from this answer (a parse failure).",

@@ -1,14 +1,14 @@
-"""`lm-eval-fin report`: build time and size for 2 and for 20 runs, and hand-written SVG
+"""`lm-eval-fin report`: build time and size for 3 real runs, 2 and 20 runs, and hand-written SVG
 against matplotlib's for the same chart.
 
 Base runs are real: `lm-eval-fin run` with the embedded model on the shipped demo data
 (fin_agentbench_doc greedy and sampled, fin_ems offline; all documents) unless
 ``--runs DIR ...`` names existing lm-eval output folders. Twenty runs are synthesised by
-copying them round-robin under another model name and perturbing every per-sample value
-(and lm-eval's figures and the EMS details with them), so each copy reads like a real run of
-another model. Peers measured in the same run: reading the inputs (``json.loads`` of every
-results, samples and details file) for the time, the inputs' bytes for the size, and a
-matplotlib SVG of one bar chart for the plots.
+copying them round-robin under another model name and perturbing every per-sample score (and
+lm-eval's figures with them), so each copy reads like a real run of another model: twenty
+model rows, each benchmark's baselines and the papers' figures beside them. Peers measured in
+the same run: reading the inputs (``json.loads`` of every results and samples file) for the
+time, the inputs' bytes for the size, and a matplotlib SVG of one bar chart for the plots.
 
     python bench/bench_report.py [--runs DIR ...] [--screenshot docs/report.png] [--questions 300]
 """
@@ -29,11 +29,13 @@ import time
 from pathlib import Path
 
 from lm_eval_fin import paths
+from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.report import write_report_files
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
 REPEATS = 3
+BENCHMARKS = all_benchmarks()
 
 
 def lm_eval_fin_run(out: Path, task: str, metadata: dict, extra: list[str]) -> Path:
@@ -56,6 +58,10 @@ def base_runs(root: Path) -> list[Path]:
                         ["--gen_kwargs", "do_sample=True,temperature=1.0", "--seed", "7"]),
         lm_eval_fin_run(root / "ems", "fin_ems", ems, ["--gen_kwargs", "max_gen_toks=64"]),
     ]
+
+
+# per-sample values that say how a run went, not how good it was: left as they are
+_NOT_SCORES = re.compile(r"truncated|failure|judge_|index_base|skipped|degenerate|code_per_answer")
 
 
 def _jitter(value, rng: random.Random):
@@ -83,38 +89,21 @@ def synthesise(source: Path, target: Path, number: int, questions: int = 0) -> P
     shutil.copytree(source, target)
     for samples_path in target.rglob("samples_*.jsonl"):
         lines = [json.loads(line) for line in samples_path.read_text().splitlines() if line.strip()]
-        originals = len(lines)
         lines = _more_questions(lines, questions)
-        metrics = lines[0].get("metrics", [])
+        results_path = samples_path.parent / re.sub(r"^samples_.+_(\d{4}-.+)\.jsonl$", r"results_\1.json", samples_path.name)
+        results = json.loads(results_path.read_text())
+        metrics = [key.removesuffix(",none") for entry in results["results"].values() for key in entry
+                   if key.endswith(",none") and "_stderr" not in key and not _NOT_SCORES.search(key)]
         for line in lines:
             for metric in metrics:
                 line[metric] = _jitter(line.get(metric), rng)
         samples_path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-        results_path = samples_path.parent / re.sub(r"^samples_.+_(\d{4}-.+)\.jsonl$", r"results_\1.json", samples_path.name)
-        results = json.loads(results_path.read_text())
         results["config"]["model_args"]["pretrained"] = f"synthetic/model-{number:02d}"
         for entry in results["results"].values():
             for metric in metrics:
                 values = [line[metric] for line in lines if isinstance(line.get(metric), (int, float))]
                 if values and f"{metric},none" in entry:
                     entry[f"{metric},none"] = sum(values) / len(values)
-        for details_path in target.rglob("ems_details/*.json"):
-            details = json.loads(details_path.read_text())
-            # the same documents under the new ids (found by ids: the answers' hash no longer names them)
-            details["documents"] = [dict(details["documents"][n % originals], id=line["doc"]["id"])
-                                    for n, line in enumerate(lines)]
-            for document in details["documents"]:
-                document["ems"] = {s: [_jitter(v, rng) for v in t] if t else t for s, t in document["ems"].items()}
-            for name in list(details["metrics"]):
-                match = re.match(r"^ems_offline_(\w+)_(precision|recall|f1)$", name)
-                if match:
-                    part = ("precision", "recall", "f1").index(match[2])
-                    mean = statistics.fmean(d["ems"][match[1]][part] for d in details["documents"])
-                    details["metrics"][name] = mean
-                    for entry in results["results"].values():
-                        if f"{name},none" in entry:
-                            entry[f"{name},none"] = mean
-            details_path.write_text(json.dumps(details))
         results_path.write_text(json.dumps(results))
     return target
 
@@ -132,20 +121,21 @@ def input_bytes_and_read_s(folders: list[Path]) -> tuple[int, float]:
 
 
 def matplotlib_chart_bytes(report) -> tuple[int, int]:
-    """(our SVG bytes, matplotlib's) for the bar chart of the first column of the report."""
+    """(our SVG bytes, matplotlib's) for the bar chart of the report's first headline column."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     board = report.board
-    column = board.columns[0]
+    column = next(iter(board.headlines.values()))
     html = report.files["index.html"].read_text()
     ours = re.search(r'<figure class="bars" data-metric="' + re.escape(column.key) + r'">.*?</figure>', html, re.DOTALL)
     rows = [row for row in board.rows if column.key in row.cells]
     means = [row.cells[column.key].interval.mean for row in rows]
-    errors = [[m - row.cells[column.key].interval.low for m, row in zip(means, rows)],
-              [row.cells[column.key].interval.high - m for m, row in zip(means, rows)]]
+    bounds = [row.cells[column.key].interval for row in rows]  # a paper's figure has no interval: no whisker
+    errors = [[m - i.low if i.has_bounds else 0.0 for m, i in zip(means, bounds)],
+              [i.high - m if i.has_bounds else 0.0 for m, i in zip(means, bounds)]]
     figure, axes = plt.subplots(figsize=(3.6, 0.2 * len(rows) + 0.5))
     axes.barh([f"#{row.index}" for row in rows], means, xerr=errors, capsize=2)
     buffer = io.StringIO()
@@ -155,7 +145,7 @@ def matplotlib_chart_bytes(report) -> tuple[int, int]:
 
 
 def screenshot(report_dir: Path, target: Path) -> None:
-    """The page at 1400 px wide: its top (table, tests, plots) above the first EMS answer."""
+    """The page at 1400 px wide: its default view (the leaderboard) above the first EMS answer."""
     from PIL import Image
 
     sys.path.insert(0, str(HERE.parent))
@@ -164,11 +154,11 @@ def screenshot(report_dir: Path, target: Path) -> None:
     page = (report_dir / "index.html").as_uri()
     with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile, Browser(Path(profile), width=1400, height=1000) as browser:
         browser.open(page)
-        top = browser.screenshot(Path(profile) / "top.png", full_page=False, height=1500)
+        top = browser.screenshot(Path(profile) / "top.png", full_page=False, height=1150)
         row = browser.evaluate("document.querySelector('#answers-fin_ems .answer').getAttribute('data-row')")
         browser.evaluate(f"location.hash = '#answers-fin_ems-r{row}'")
         browser.wait_until(f"document.querySelector('#answers-fin_ems .filters a.on').getAttribute('data-row') === '{row}'")
-        answer = browser.screenshot(Path(profile) / "answer.png", full_page=False, height=1100)
+        answer = browser.screenshot(Path(profile) / "answer.png", full_page=False, height=900)
         parts = [Image.open(top), Image.open(answer)]
         sheet = Image.new("RGB", (parts[0].width, sum(p.height for p in parts)), "white")
         sheet.paste(parts[0], (0, 0))
@@ -179,7 +169,7 @@ def screenshot(report_dir: Path, target: Path) -> None:
 def measure(folders: list[Path], out: Path) -> tuple[float, object]:
     seconds = []
     for _ in range(REPEATS):
-        report = write_report_files(folders, out)
+        report = write_report_files(folders, out, benchmarks=BENCHMARKS)
         seconds.append(report.seconds)
     return statistics.median(seconds), report
 
@@ -192,7 +182,7 @@ def run(given: list[str] | None = None, screenshot_path: str | None = None, ques
         bases = [Path(p) for p in given] if given else base_runs(root / "base")
         made_s = time.perf_counter() - start
         synthetic = [synthesise(bases[n % len(bases)], root / f"run{n:02d}", n) for n in range(20)]
-        cases = [("3 real runs (2 agentbench, 1 fin_ems)", bases), ("2 runs", synthetic[:2]), ("20 runs", synthetic)]
+        cases = [(f"{len(bases)} real runs", bases), ("2 runs", synthetic[:2]), ("20 runs", synthetic)]
         if questions:
             cases.append((f"20 runs x {questions} questions",
                           [synthesise(bases[n % len(bases)], root / f"big{n:02d}", n, questions) for n in range(20)]))
@@ -214,7 +204,7 @@ def run(given: list[str] | None = None, screenshot_path: str | None = None, ques
                 ours, theirs = matplotlib_chart_bytes(report)
                 rows.append({"figure": "report: one bar chart, 20 rows, SVG bytes", "ours": ours, "peer": theirs,
                              "ratio": ours / theirs, "unit": "B", "note": "peer: matplotlib barh + xerr, savefig(svg)"})
-            if label.startswith("3 real") and screenshot_path:
+            if label.endswith("real runs") and screenshot_path:
                 screenshot(root / "out", Path(screenshot_path))
         if not given:
             rows.append({"figure": "report bench: making the 3 base runs (s)", "ours": made_s, "unit": "s",

@@ -27,7 +27,7 @@ _SUBCOMMANDS = {
     "doctor": ("lm_eval_fin.harness.doctor", "print what is installed and usable here (models, vllm, sandbox, a judge)"),
 }
 # subcommands whose main also takes the benchmarks
-_WITH_BENCHMARKS = ("score",)
+_WITH_BENCHMARKS = ("score", "report")
 _FOLDERS = {
     "tasks-dir": ("the installed task folder, for lm_eval --include_path", paths.tasks_dir),
     "metrics-dir": ("the installed evaluate metric modules, for evaluate.load(<dir>/<name>)", paths.metrics_dir),

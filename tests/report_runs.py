@@ -1,6 +1,20 @@
-"""Real lm-eval output for the report's tests: `lm-eval-fin run` with the embedded model on the
-shipped demo data, two documents per run, samples logged; and copies of such output altered
-the way real output can be (no samples, a judged copy, hostile text)."""
+"""Real lm-eval output for the report's tests: `lm-eval-fin run` on the shipped demo data, two
+documents per run, samples logged; and copies of such output altered the way real output can be
+(no samples, degenerate answers, hostile text).
+
+The five runs of issue 27's leaderboard case, started side by side:
+
+* ``greedy``: the embedded model on fin_agentbench_doc with the task's own settings;
+* ``sampled``: the same with ``do_sample=True,temperature=1.0`` and seed 7;
+* ``short``: the same greedy, with ``max_gen_toks=32`` (the task's is 64);
+* ``ems``: the embedded model on fin_ems, offline, with ``max_gen_toks=64`` (the task's is 1024);
+* ``second``: a second model (a tiny random Llama with the embedded model's tokenizer, made
+  here in a second) on fin_agentbench_doc.
+
+The embedded model's four runs make one row of its own (the two greedy runs of different
+tasks merged, fin_ems tagged with its answer budget) and one row per setting that reran a task;
+the tiny model its own row.
+"""
 
 from __future__ import annotations
 
@@ -12,16 +26,43 @@ import sys
 from pathlib import Path
 
 from lm_eval_fin import paths
+from lm_eval_fin.benchmarks.fin_agentbench.score import score_ranking
 
 BIN = Path(sys.executable).parent
 LIMIT = 2
 EMS_TOKENS = 64
+SHORT_TOKENS = 32
+SECOND_MODEL = "tiny-random-llama"
 HOSTILE = '</title></script><script>window.__pwned = 1</script><img src="x" onerror="window.__pwned = 2">'
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
+
+
+def tiny_model(folder: Path, model_dir: Path) -> Path:
+    """A random two-layer Llama with the embedded model's tokenizer and chat template: a second
+    model whose answers differ from the first, made without a download."""
+    import torch
+    from transformers import AutoConfig, LlamaConfig, LlamaForCausalLM
+
+    if (folder / "config.json").is_file():
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    base = AutoConfig.from_pretrained(model_dir)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=base.vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, max_position_embeddings=base.max_position_embeddings, bos_token_id=base.bos_token_id,
+        eos_token_id=base.eos_token_id, pad_token_id=getattr(base, "pad_token_id", None), tie_word_embeddings=True,
+    )
+    LlamaForCausalLM(config).save_pretrained(folder)
+    for name in TOKENIZER_FILES:
+        if (model_dir / name).is_file():
+            shutil.copy(model_dir / name, folder / name)
+    return folder
 
 
 def start_run(out: Path, model_dir: Path, task: str, metadata: dict, extra: list[str]) -> tuple[Path, subprocess.Popen]:
-    """``lm-eval-fin run`` in a child process, one torch thread (three run side by side)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LM_EVAL_FIN_JUDGE", "LM_EVAL_FIN_DETAILS_DIR"))}
+    """``lm-eval-fin run`` in a child process, one torch thread (the runs go side by side)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LM_EVAL_FIN_JUDGE")}
     env["OMP_NUM_THREADS"] = "1"
     process = subprocess.Popen(
         [BIN / "lm-eval-fin", "run", "--model", "hf", "--model_args", f"pretrained={model_dir},dtype=float32",
@@ -40,19 +81,23 @@ def finish(task: str, out: Path, process: subprocess.Popen) -> Path:
 
 
 def make_runs(root: Path, model_dir: Path) -> dict[str, Path]:
-    """fin_agentbench_doc greedy and sampled, fin_ems offline: three lm-eval output folders,
-    made by three runs at once (each waits on its own model load and generation)."""
+    """The five lm-eval output folders of the module docstring, by name."""
+    second = tiny_model(root / "models" / SECOND_MODEL, Path(model_dir))
     agentbench = {"data_path": str(paths.data_path("finagentbench_demo"))}
     ems = {"data_path": str(paths.data_path("ems_demo")), "judge": "none", "bertscore_model": "offline",
            "max_gen_toks": EMS_TOKENS}
-    started = {
-        "greedy": ("fin_agentbench_doc", start_run(root / "greedy", model_dir, "fin_agentbench_doc", agentbench, [])),
-        "sampled": ("fin_agentbench_doc", start_run(root / "sampled", model_dir, "fin_agentbench_doc", agentbench,
-                                                    ["--gen_kwargs", "do_sample=True,temperature=1.0", "--seed", "7"])),
-        "ems": ("fin_ems", start_run(root / "ems", model_dir, "fin_ems", ems,
-                                     ["--gen_kwargs", f"max_gen_toks={EMS_TOKENS}"])),
+    doc = "fin_agentbench_doc"
+    plan = {
+        "ems": ("fin_ems", model_dir, ems, ["--gen_kwargs", f"max_gen_toks={EMS_TOKENS}"]),
+        "greedy": (doc, model_dir, agentbench, []),
+        "sampled": (doc, model_dir, agentbench, ["--gen_kwargs", "do_sample=True,temperature=1.0", "--seed", "7"]),
+        "short": (doc, model_dir, agentbench, ["--gen_kwargs", f"max_gen_toks={SHORT_TOKENS}"]),
+        "second": (doc, second, agentbench, []),
     }
-    return {name: finish(task, *run) for name, (task, run) in started.items()}
+    done = {name for name in plan if list((root / name).rglob("results_*.json"))}  # made before in this folder
+    started = {name: (task, start_run(root / name, model, task, metadata, extra))
+               for name, (task, model, metadata, extra) in plan.items() if name not in done}
+    return {**{name: root / name for name in done}, **{name: finish(task, *run) for name, (task, run) in started.items()}}
 
 
 def only(folder: Path, pattern: str) -> Path:
@@ -74,18 +119,59 @@ def copy_run(source: Path, target: Path) -> Path:
     return target
 
 
+def rename_model(folder: Path, name: str) -> None:
+    """The run's results say another model made it."""
+    results_path = only(folder, "results_*.json")
+    results = json.loads(results_path.read_text())
+    results["config"]["model_args"]["pretrained"] = name
+    results_path.write_text(json.dumps(results))
+
+
 def hostile_copy(source: Path, target: Path) -> Path:
     """A copy whose model name and answers are markup and script."""
     copy_run(source, target)
-    results_path = only(target, "results_*.json")
-    results = json.loads(results_path.read_text())
-    results["config"]["model_args"]["pretrained"] = HOSTILE
-    results_path.write_text(json.dumps(results))
+    rename_model(target, HOSTILE)
     samples_path = only(target, "samples_*.jsonl")
     lines = read_lines(samples_path)
     for line in lines:
-        line["filtered_resps"] = [HOSTILE + " [4, 1, 0]"]
+        record = json.loads(line["filtered_resps"][0])
+        record["answer"] = HOSTILE + " [4, 1, 0]"
+        line["filtered_resps"] = [json.dumps(record)]
         line["resps"] = [[HOSTILE + " [4, 1, 0]"]]
         line["doc"]["prompt"] = HOSTILE + line["doc"]["prompt"]
     write_lines(samples_path, lines)
+    return target
+
+
+def echo_copy(source: Path, target: Path, model: str = "echo-model") -> Path:
+    """A copy of a fin_agentbench run as if another model had echoed the candidates in the order
+    given: each answer lists them in input order, ranked as such, and the per-sample
+    ``degenerate_answer`` metric says so (1.0), as the tasks log it."""
+    copy_run(source, target)
+    rename_model(target, model)
+    samples_path = only(target, "samples_*.jsonl")
+    lines = read_lines(samples_path)
+    for line in lines:
+        candidates = line["doc"]["candidates"]
+        answer = "[" + ", ".join(map(str, candidates)) + "]"
+        line["filtered_resps"] = [json.dumps({"format": "lm-eval-fin/1", "answer": answer, "truncated_answer": False,
+                                              "ranking": candidates})]
+        line["resps"] = [[answer]]
+        line.update(score_ranking(line["doc"], candidates, gain="exponential"), degenerate_answer=1.0)
+        line["metrics"] = [*line.get("metrics", []), "degenerate_answer"]
+    write_lines(samples_path, lines)
+    results_path = only(target, "results_*.json")
+    results = json.loads(results_path.read_text())
+    for entry in results["results"].values():
+        for key in list(entry):
+            metric = key.removesuffix(",none")
+            if key.endswith(",none") and isinstance(lines[0].get(metric), float):
+                entry[key] = sum(line[metric] for line in lines) / len(lines)
+        entry["degenerate_answer,none"] = 1.0
+        entry["degenerate_answer_stderr,none"] = 0.0
+    for config in results["configs"].values():
+        config["metric_list"].append({"metric": "degenerate_answer", "aggregation": "mean", "higher_is_better": False})
+    for higher in results.get("higher_is_better", {}).values():
+        higher["degenerate_answer"] = False
+    results_path.write_text(json.dumps(results))
     return target

@@ -1,161 +1,194 @@
-"""`lm-eval-fin report` on real lm-eval output: reading, the leaderboard's cells and tests,
-the files written, and the page in headless Chromium.
+"""`lm-eval-fin report` on real lm-eval output: rows per model, the headline columns and their
+standings, baselines and the papers' figures, degenerate answers, the files written, and the page
+in headless Chromium.
 
-The runs are made once for the module by the real `lm-eval-fin run` (the embedded model,
-two documents each): fin_agentbench_doc greedy and sampled, and fin_ems offline."""
+The five runs of issue 27 are made once for the module by the real `lm-eval-fin run` (two
+documents each, see tests/report_runs.py): the embedded model on fin_agentbench_doc greedy,
+sampled and with a shorter answer budget, on fin_ems offline with max_gen_toks=64, and a tiny
+random model on fin_agentbench_doc."""
 
 import csv
 import io
 import json
+import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from lm_eval_fin.harness import taskfiles
+from lm_eval_fin.benchmarks import all_benchmarks
+from lm_eval_fin.benchmarks.fin_agentbench.score import score_ranking
 from lm_eval_fin.report import build_report, stats, write_report, write_report_files
-from lm_eval_fin.report.runs import read_results_dirs
+from lm_eval_fin.report.rows import BASELINE, REFERENCE
+from lm_eval_fin.runfiles import read_results_dirs
 from tests.chromium import Browser
 from tests.report_runs import (
     HOSTILE,
+    SECOND_MODEL,
     copy_run,
+    echo_copy,
     hostile_copy,
     make_runs,
     only,
-    read_lines,
-    write_lines,
 )
 
 BIN = Path(sys.executable).parent
+BENCHMARKS = all_benchmarks()
+MODEL = "SmolLM2-135M-Instruct"
+ORDER = ("greedy", "sampled", "short", "ems", "second")
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, embedded_model_dir):
-    return make_runs(tmp_path_factory.mktemp("report_runs"), embedded_model_dir)
+    # $LM_EVAL_FIN_REPORT_RUNS: a folder where make_runs left its runs before (iterating on the report)
+    kept = os.environ.get("LM_EVAL_FIN_REPORT_RUNS")
+    return make_runs(Path(kept) if kept else tmp_path_factory.mktemp("report_runs"), embedded_model_dir)
+
+
+@pytest.fixture(scope="module")
+def board(runs):
+    return build_report([runs[name] for name in ORDER], benchmarks=BENCHMARKS)
 
 
 def lm_eval_figure(folder: Path, task: str, metric: str) -> float:
     return json.loads(only(folder, "results_*.json").read_text())["results"][task][f"{metric},none"]
 
 
-def cell(board, row_index: int, key: str):
-    return board.rows[row_index].cells[key]
+def row_named(board, label: str):
+    return next(row for row in board.rows if row.label == label)
 
 
 # ----------------------------------------------------------------------------- reading
 
 
-def test_reads_the_runs_samples_and_ems_details(runs):
+def test_reads_the_runs_samples_and_records(runs):
     found, unreadable = read_results_dirs([runs["greedy"], runs["ems"]])
     assert unreadable == []
-    greedy, _ = found
+    greedy, ems = found
     task = greedy.tasks["fin_agentbench_doc"]
-    assert task.logged and len(task.samples) == 2
-    assert greedy.results["lm_eval_version"] and greedy.model == "SmolLM2-135M-Instruct"
-    # every sample carries the per-document value of each metric the task's YAML averages
-    averaged = {m["metric"] for m in taskfiles.task_config("fin_agentbench_doc")["metric_list"]
-                if m.get("aggregation") == "mean"}
-    assert "ndcg@5" in averaged and all(set(s.values) == averaged for s in task.samples)
-    assert task.metrics["ndcg@5"].aggregation == "mean" and task.metrics["parse_failure"].higher_is_better is False
-
-    board = build_report([runs["greedy"], runs["ems"]])
-    ems_task = board.rows[1].runs[0].tasks["fin_ems"]
-    # the details file is found by the hash fin_ems names it with
-    assert "matched by document ids and answers" in ems_task.provenance["EMS details"]
-    details = json.loads(only(runs["ems"] / "ems_details", "fin_ems-offline-*.json").read_text())
-    assert [s.details["ems"]["reference_points"] for s in ems_task.samples] == [
-        d["reference_points"] for d in details["documents"]
-    ]
+    assert task.logged and len(task.samples) == 2 and greedy.model == MODEL
+    # every metric the task lists has its per-sample value, and the record holds the ranking read
+    assert all({"ndcg@5", "map@5", "mrr@5", "parse_failure"} <= set(s.values) for s in task.samples)
+    assert all("ranking" in s.record for s in task.samples)
+    ems_samples = ems.tasks["fin_ems"].samples
+    assert all(s.record["ems"]["method"] == "offline" and s.record["ems"]["reference_points"] for s in ems_samples)
 
 
-def test_cells_are_bootstrap_intervals_of_the_per_sample_values(runs):
-    board = build_report([runs["greedy"], runs["ems"]])
-    ndcg = cell(board, 0, "fin_agentbench_doc/ndcg@5")
+def test_cells_are_bootstrap_intervals_of_the_per_sample_values(board, runs):
+    main = row_named(board, MODEL)
+    ndcg = main.cells["fin_agentbench_doc/ndcg@5"]
     assert ndcg.interval.method == stats.BOOTSTRAP and ndcg.interval.n == 2
     assert ndcg.interval.mean == pytest.approx(lm_eval_figure(runs["greedy"], "fin_agentbench_doc", "ndcg@5"))
     values = sorted(ndcg.values.values())
     # two values: the resample means are min, their mean and max; both tails reach the extremes
     assert (ndcg.interval.low, ndcg.interval.high) == pytest.approx((values[0], values[1]))
-    # EMS figures are corpus metrics in lm-eval (no stderr); the details give per-document values
-    f1 = cell(board, 1, "fin_ems/ems_offline_rouge_f1")
+    f1 = main.cells["fin_ems/ems_offline_rouge_f1"]
     assert f1.interval.method == stats.BOOTSTRAP and f1.interval.n == 2
     assert f1.interval.mean == pytest.approx(lm_eval_figure(runs["ems"], "fin_ems", "ems_offline_rouge_f1"))
-    bleu = cell(board, 1, "fin_ems/bleu")  # corpus-level, no per-sample value, no stderr
-    assert bleu.interval.method == stats.NONE and "corpus" in bleu.note
-    truncated = cell(board, 1, "fin_ems/truncated_documents")  # a sum: per-sample values are not used
-    assert truncated.interval.method == stats.NONE
+    assert "fin_ems/ems_llm_f1" not in main.cells  # null in an offline run: undefined, no cell
+    truncated = main.cells["fin_ems/truncated_documents"]  # a sum: lm-eval's own figure
+    assert truncated.interval.mean == lm_eval_figure(runs["ems"], "fin_ems", "truncated_documents")
 
 
 def test_without_samples_the_cell_is_lm_evals_stderr(runs, tmp_path):
     bare = copy_run(runs["greedy"], tmp_path / "bare")
     only(bare, "samples_*.jsonl").unlink()
-    board = build_report([bare])
-    ndcg = cell(board, 0, "fin_agentbench_doc/ndcg@5")
+    board = build_report([bare], benchmarks=BENCHMARKS)
+    ndcg = board.rows[0].cells["fin_agentbench_doc/ndcg@5"]
     results = json.loads(only(bare, "results_*.json").read_text())["results"]["fin_agentbench_doc"]
     assert ndcg.interval.method == stats.STDERR
     assert ndcg.interval.low == pytest.approx(results["ndcg@5,none"] - 1.959964 * results["ndcg@5_stderr,none"])
-    assert not board.rows[0].runs[0].tasks["fin_agentbench_doc"].logged
+    assert [b.text for b in board.rows[0].badges] == ["--limit 2", "synthetic data", "no samples"]
+    assert board.rows_of(BASELINE) == []  # baselines are computed on the logged questions
 
 
-def test_rows_are_named_by_what_sets_them_apart(runs):
-    board = build_report([runs["greedy"], runs["sampled"], runs["ems"]], names=["", "", "ems offline"])
-    labels = [row.label for row in board.rows]
-    assert labels[0].startswith("SmolLM2-135M-Instruct") and "do_sample" not in labels[0]
-    assert "do_sample=True" in labels[1] and "temperature=1.0" in labels[1] and "seed=7" in labels[1]
-    assert labels[2] == "ems offline"
-    assert len(set(labels)) == 3
+# ------------------------------------------------------------------------------ rows
 
 
-def test_runs_of_one_model_and_settings_on_other_tasks_share_a_row(runs, tmp_path):
-    # the same greedy settings on fin_ems: lm-eval writes a second results file
-    ems_greedy = copy_run(runs["ems"], tmp_path / "ems")
-    results_path = only(ems_greedy, "results_*.json")
-    results = json.loads(results_path.read_text())
-    greedy_config = json.loads(only(runs["greedy"], "results_*.json").read_text())["config"]
-    results["config"] = greedy_config
-    results_path.write_text(json.dumps(results))
-    board = build_report([runs["greedy"], ems_greedy])
-    assert len(board.rows) == 1 and board.rows[0].tasks == ["fin_agentbench_doc", "fin_ems"]
+def test_one_row_per_model_and_one_per_setting_that_reran_a_task(board):
+    labels = sorted(row.label for row in board.models)
+    assert labels == sorted([MODEL, f"{MODEL} · do_sample=True · temperature=1.0 · seed=7",
+                             f"{MODEL} · max_gen_toks=32", SECOND_MODEL])
+    main = row_named(board, MODEL)
+    # the greedy run and the fin_ems run share the model's row; fin_ems's answer budget tags its cells
+    assert main.tasks == ["fin_agentbench_doc", "fin_ems"] and main.task_tags == {"fin_ems": "max_gen_toks=64"}
+    assert main.seconds == pytest.approx(sum(float(run.results["total_evaluation_time_seconds"]) for run in main.runs))
+    assert [b.text for b in main.badges] == ["--limit 2", "synthetic data", "unjudged"]
+    assert dict(main.metadata)["parameters"] == "135M" and dict(main.metadata)["dtype"] == "float32"
 
 
-def test_adjacent_rows_get_a_paired_test_on_the_shared_questions(runs):
-    board = build_report([runs["greedy"], runs["sampled"], runs["ems"]])
-    first, second = board.comparisons
-    assert second.tests == {}  # fin_agentbench_doc against fin_ems: nothing shared
-    test = first.tests["fin_agentbench_doc/ndcg@5"]
-    a, b = board.rows[0].cells["fin_agentbench_doc/ndcg@5"].values, board.rows[1].cells["fin_agentbench_doc/ndcg@5"].values
+def test_headlines_are_ranked_with_ties_and_the_rows_ordered_by_win_rate(board):
+    assert {task: c.metric for task, c in board.headlines.items()} == {
+        "fin_agentbench_doc": "ndcg@5", "fin_ems": "ems_offline_bertscore_f1"}  # ems_llm_f1 is undefined offline
+    key = "fin_agentbench_doc/ndcg@5"
+    intervals = {row.label: row.cells[key].interval for row in board.models}
+    for row in board.models:
+        mine = intervals[row.label]
+        wholly_above = [label for label, i in intervals.items()
+                        if label != row.label and (i.low if i.has_bounds else i.mean) > (mine.high if mine.has_bounds else mine.mean)]
+        assert row.ranks[key] == 1 + len(wholly_above)
+    means = {row.label: row.cells[key].interval.mean for row in board.models}
+    for row in board.models:
+        others = [m for label, m in means.items() if label != row.label]
+        beaten = sum(m < means[row.label] for m in others) + sum(m == means[row.label] for m in others) / 2
+        doc_rate = beaten / len(others)
+        # fin_ems has one row: it takes no part in the win rate
+        assert row.win_rate == pytest.approx(doc_rate)
+    assert [row.rank for row in board.models] == sorted(row.rank for row in board.models)
+    assert [row.index for row in board.models] == [1, 2, 3, 4]  # a row's number is its line
+
+
+def test_baselines_are_scored_by_the_benchmarks_code_on_the_logged_questions(board):
+    baselines = {row.label: row for row in board.rows_of(BASELINE)}
+    assert set(baselines) == {"input order", "random order", "question echo", "reference, first sentence"}
+    assert all(row.rank is None and not row.runs for row in baselines.values())
+    samples = {s.key: s for s in board.samples("fin_agentbench_doc")}
+    in_order = baselines["input order"].cells["fin_agentbench_doc/ndcg@5"]
+    assert in_order.values == {key: score_ranking(s.doc, s.doc["candidates"], gain="exponential")["ndcg@5"]
+                               for key, s in samples.items()}
+    echo = baselines["question echo"].cells["fin_ems/ems_offline_bertscore_f1"]
+    assert echo.interval.n == 2 and 0.0 <= echo.interval.mean <= 1.0
+    # a model figure not above the best baseline is flagged
+    for row in board.models:
+        cell = row.cells["fin_agentbench_doc/ndcg@5"]
+        best = max(b.cells["fin_agentbench_doc/ndcg@5"].interval.mean for b in baselines.values()
+                   if "fin_agentbench_doc/ndcg@5" in b.cells)
+        assert ("not above the" in row.flags.get("fin_agentbench_doc/ndcg@5", "")) == (cell.interval.mean <= best)
+
+
+def test_papers_figures_only_for_the_tasks_on_the_board(board):
+    papers = board.rows_of(REFERENCE)
+    assert [row.label for row in papers] == [f"Llama 3.2 {size} · reported in EMS (Hu et al. 2025), Table 1"
+                                             for size in ("1B Instruct", "11B Vision Instruct", "90B Vision Instruct")]
+    assert papers[2].cells["fin_ems/ems_llm_f1"].interval.mean == 0.40
+    assert "fin_ems/ragchecker_f1" not in papers[0].cells  # RAGChecker's definition is not ours
+    assert board.headline_rows(REFERENCE) == []  # no offline EMS in the paper: not in the headline table
+
+
+def test_paired_tests_of_neighbours_in_a_headline_column(board):
+    tests = [c for c in board.comparisons if c.column.metric == "ndcg@5"]
+    assert len(tests) == 3  # four rows, three neighbours
+    first = tests[0]
+    a, b = first.upper.cells["fin_agentbench_doc/ndcg@5"].values, first.lower.cells["fin_agentbench_doc/ndcg@5"].values
     d = [a[k] - b[k] for k in a]
-    assert test.n == 2 and test.method == "exact"
-    assert test.difference.mean == pytest.approx(sum(d) / 2)
-    # two differences: of the 4 sign patterns, ++ and -- reach |d1 + d2|; +- and -+ too when
-    # |d1 - d2| >= |d1 + d2|, i.e. when the signs differ or one is 0
-    assert test.p_value == (1.0 if d[0] * d[1] <= 0 else 0.5)
+    assert first.test.n == 2 and first.test.difference.mean == pytest.approx(sum(d) / 2)
+    # of the 4 sign patterns, ++ and -- reach |d1 + d2|; +- and -+ too when the signs differ or one is 0
+    assert first.test.p_value == (1.0 if d[0] * d[1] <= 0 else 0.5)
 
 
-def test_judged_results_replace_the_originals_with_their_per_sample_judge_values(runs, tmp_path):
-    """The files `lm-eval-fin score` writes beside a fin_ems run: judged_results_<date>.json
-    (lm-eval's results plus the judge metrics) and judged_samples_fin_ems_<date>.jsonl (the
-    EMS documents, judged)."""
-    judged = copy_run(runs["ems"], tmp_path / "judged")
-    results_path = only(judged, "results_*.json")
-    date = results_path.stem.removeprefix("results_")
-    details = json.loads(only(judged / "ems_details", "fin_ems-*.json").read_text())["documents"]
-    scored = [dict(d, ems={"llm": [0.5, 0.25 * (i + 1), 0.3]}) for i, d in enumerate(details)]
-    samples = read_lines(only(judged, "samples_*.jsonl"))
-    write_lines(results_path.parent / f"judged_samples_fin_ems_{date}.jsonl",
-                [dict(d, doc_id=s["doc_id"]) for d, s in zip(scored, samples)])
-    results = json.loads(results_path.read_text())
-    results["results"]["fin_ems"].update({"ems_llm_recall,none": 0.375, "ems_llm_recall_stderr,none": "N/A"})
-    results["judge"] = {"spec": "openai:http://127.0.0.1:1/v1#judge", "options": {"temperature": 0.0}}
-    (results_path.parent / f"judged_results_{date}.json").write_text(json.dumps(results))
-
-    board = build_report([judged])
-    run = board.rows[0].runs[0]
-    assert run.judged and run.source.name.startswith("judged_results_")
-    recall = board.rows[0].cells["fin_ems/ems_llm_recall"]
-    assert recall.interval.method == stats.BOOTSTRAP and recall.interval.mean == pytest.approx(0.375)
-    assert board.rows[0].cells["fin_ems/ems_offline_rouge_f1"].interval.method == stats.BOOTSTRAP
+def test_degenerate_answers_are_flagged_per_answer_and_per_row(runs, tmp_path):
+    echo = echo_copy(runs["greedy"], tmp_path / "echo")
+    board = build_report([runs["greedy"], echo], benchmarks=BENCHMARKS)
+    row = row_named(board, "echo-model")
+    assert row.cells["fin_agentbench_doc/degenerate_answer"].interval.mean == 1.0
+    assert "100% of the answers degenerate" in row.flags["fin_agentbench_doc/ndcg@5"]
+    assert "100% degenerate" in [badge.text for badge in row.badges]
+    assert "degenerate" not in row_named(board, MODEL).flags.get("fin_agentbench_doc/ndcg@5", "")
+    # the echo scores what the input-order baseline scores
+    baseline = row_named(board, "input order").cells["fin_agentbench_doc/ndcg@5"]
+    assert row.cells["fin_agentbench_doc/ndcg@5"].values == pytest.approx(baseline.values)
 
 
 def test_broken_runs_are_named_and_the_rest_is_read(runs, tmp_path):
@@ -180,35 +213,45 @@ def test_broken_runs_are_named_and_the_rest_is_read(runs, tmp_path):
 
 def test_cli_writes_the_page_the_markdown_and_the_csv(runs, tmp_path):
     missing = tmp_path / "missing"
+    exports = tmp_path / "export"
+    (exports / "data").mkdir(parents=True)
+    (exports / "model-index.yaml").write_text("model-index: []\n")
     out = tmp_path / "report"
     done = subprocess.run(
-        [BIN / "lm-eval-fin", "report", str(runs["greedy"]), str(runs["sampled"]), str(runs["ems"]), str(missing),
-         "--output_path", str(out), "--bootstrap_iters", "500"],
-        check=False, capture_output=True, text=True, timeout=300,
+        [BIN / "lm-eval-fin", "report", *(str(runs[name]) for name in ORDER), str(missing),
+         "--output_path", str(out), "--bootstrap_iters", "500", "--export_dir", str(exports)],
+        check=False, capture_output=True, text=True, timeout=600,
     )
     assert done.returncode == 1, done.stderr  # one folder could not be read
     assert f"cannot read {missing}: does not exist" in done.stderr
-    assert str(out / "index.html") in done.stdout
+    assert str(out / "index.html") in done.stdout and "in 4 model rows" in done.stdout
     markdown = (out / "leaderboard.md").read_text()
-    leaderboard = markdown.split("|---", 1)[1].split("\n\n", 1)[0].splitlines()[1:]  # the first table's rows
-    assert [line.split(" | ")[0] for line in leaderboard] == ["| 1", "| 2", "| 3"]
-    assert "fin_agentbench_doc: ndcg@5 ↑" in markdown and "(500 resamples" in markdown
+    table = markdown.split("|---", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    assert all(line.split(" | ")[0][2:].isdigit() for line in table[:4])
+    assert sum(line.startswith("| baseline |") for line in table) == 4
+    assert "fin_agentbench_doc: ndcg@5 ↑" in markdown and "fin_ems: ems_offline_bertscore_f1 ↑" in markdown
+    assert "parse_failure" not in markdown and "truncated" not in markdown  # headline table only
+    assert "[fin_ems](index.html#bench-fin_ems)" in markdown and "[model-index.yaml](../export/model-index.yaml)" in markdown
     assert "does not exist" in markdown
     rows = list(csv.DictReader(io.StringIO((out / "leaderboard.csv").read_text())))
-    assert [r["row"] for r in rows] == ["1", "2", "3"]
+    assert [r["kind"] for r in rows].count("model") == 4 and [r["kind"] for r in rows].count("baseline") == 4
+    main = next(r for r in rows if r["label"] == MODEL)
     figure = lm_eval_figure(runs["greedy"], "fin_agentbench_doc", "ndcg@5")
-    assert float(rows[0]["fin_agentbench_doc/ndcg@5"]) == pytest.approx(figure)
-    assert rows[0]["fin_agentbench_doc/ndcg@5 interval"] == "bootstrap"
-    assert float(rows[0]["fin_agentbench_doc/ndcg@5 low"]) <= figure <= float(rows[0]["fin_agentbench_doc/ndcg@5 high"])
-    assert rows[0]["fin_ems/bleu"] == "" and rows[2]["fin_ems/bleu interval"] == "none"
+    assert float(main["fin_agentbench_doc/ndcg@5"]) == pytest.approx(figure)
+    assert float(main["fin_agentbench_doc/ndcg@5 low"]) <= figure <= float(main["fin_agentbench_doc/ndcg@5 high"])
+    assert main["fin_ems/ems_llm_f1"] == ""  # undefined offline: empty, never NaN
     html = (out / "index.html").read_text()
+    for text in (html.split("<script>")[0], markdown, (out / "leaderboard.csv").read_text()):  # the data, not the code
+        assert not [text[max(0, text.find(w) - 80):text.find(w) + 20] for w in ("NaN", "nan,", ",nan", "Infinity")
+                    if w in text]
     assert "does not exist" in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
+    assert 'href="../export/data/"' in html
 
 
 def test_hostile_text_is_escaped_everywhere(runs, tmp_path):
     hostile = hostile_copy(runs["greedy"], tmp_path / "hostile")
     out = tmp_path / "report"
-    write_report([hostile], out)
+    write_report([hostile], out, benchmarks=BENCHMARKS)
     html = (out / "index.html").read_text()
     assert "<script>window.__pwned" not in html and "<img src=\"x\"" not in html
     assert "&lt;script&gt;window.__pwned = 1&lt;/script&gt;" in html
@@ -217,10 +260,10 @@ def test_hostile_text_is_escaped_everywhere(runs, tmp_path):
 
 def test_names_are_plain_text_in_markdown_and_csv(runs, tmp_path):
     out = tmp_path / "report"
-    write_report([runs["greedy"], runs["sampled"]], out, names=["=HYPERLINK(\"http://x\")", "a | b\nc"])
+    write_report([runs["greedy"], runs["second"]], out, names=["=HYPERLINK(\"http://x\")", "a | b\nc"])
     rows = list(csv.reader(io.StringIO((out / "leaderboard.csv").read_text())))
-    assert rows[1][1] == "'=HYPERLINK(\"http://x\")"  # a spreadsheet shows it, never runs it
-    assert "| 2 | a \\| b c |" in (out / "leaderboard.md").read_text()
+    assert "'=HYPERLINK(\"http://x\")" in [row[3] for row in rows]  # a spreadsheet shows it, never runs it
+    assert "a \\| b c" in (out / "leaderboard.md").read_text()
 
 
 # ------------------------------------------------------------------------------ browser
@@ -231,73 +274,94 @@ def shown_run(task: str, row: int) -> str:
     return f"(document.querySelector('#answers-{task} .filters a.on') || {{}}).getAttribute?.('data-row') === '{row}'"
 
 
+def search(text: str) -> str:
+    """Type ``text`` in the page's search box."""
+    return f"(s => {{ s.value = '{text}'; s.dispatchEvent(new Event('input')); }})(document.getElementById('search'))"
+
+
+VISIBLE_MODELS = "Array.from(document.querySelectorAll('#board tbody.models tr')).filter(tr => !tr.hidden).length"
+
+
 def test_the_page_in_headless_chromium(runs, tmp_path):
+    echo = echo_copy(runs["greedy"], tmp_path / "echo")
     hostile = hostile_copy(runs["greedy"], tmp_path / "hostile")
-    report = write_report_files([runs["greedy"], runs["sampled"], runs["ems"], hostile, tmp_path / "missing"],
-                                tmp_path / "report")
+    folders = [runs[name] for name in ORDER] + [echo, hostile, tmp_path / "missing"]
+    report = write_report_files(folders, tmp_path / "report", benchmarks=BENCHMARKS)
     page = report.files["index.html"]
-    reference_point = json.loads(only(runs["ems"] / "ems_details", "fin_ems-*.json").read_text())[
-        "documents"][0]["reference_points"][0]
-    with Browser(tmp_path / "profile") as browser:
+    board = report.board
+    reference_point = board.samples("fin_ems")[0].record["ems"]["reference_points"][0]
+    with Browser(tmp_path / "profile", width=1400) as browser:
         browser.open(page.as_uri())
         # nothing but the page itself is requested: scripts, styles and plots are inline
         assert browser.requested_urls() == [page.as_uri()]
         assert browser.evaluate("window.__pwned === undefined")
+        # the default view fits a 1400-pixel screen: no sideways scrolling
+        assert browser.evaluate("document.documentElement.scrollWidth") <= 1400
 
-        # the table: four rows with intervals, sortable
-        table = browser.evaluate("""Array.from(document.querySelectorAll('#board tbody tr')).map(tr => ({
-            label: tr.cells[1].textContent.trim(),
-            ndcg: tr.cells[2].getAttribute('data-v'),
-            interval: tr.cells[2].querySelector('.ci') && tr.cells[2].querySelector('.ci').textContent}))""")
-        assert len(table) == 4
-        # the hostile model's name (its last path part) is text in the table
-        assert "do_sample=True" in table[1]["label"] and '<img src="x" onerror="window.__pwned = 2">' in table[3]["label"]
-        assert all(row["interval"].startswith("[") for row in table[:2])
+        # one row per model: the embedded model's four runs in three rows, the tiny model, the echo, the hostile copy
+        table = browser.evaluate("""Array.from(document.querySelectorAll('#board tbody.models tr')).map(tr => ({
+            place: tr.cells[0].textContent.trim(), label: tr.cells[1].querySelector('a').textContent.trim(),
+            ndcg: tr.cells[2].getAttribute('data-v'), flag: !!tr.cells[2].querySelector('.flag'),
+            interval: (tr.cells[2].querySelector('.ci') || {}).textContent}))""")
+        labels = [row["label"] for row in table]
+        assert len(table) == 6 and labels.count(MODEL) == 1 and SECOND_MODEL in labels and "echo-model" in labels
+        assert '<img src="x" onerror="window.__pwned = 2">' in " ".join(labels)
+        # headline order: places ascend down the table, as the standings say
+        assert [row["place"] for row in table] == [str(row.rank) for row in board.models]
+        assert [int(p) for p in (row["place"] for row in table)] == sorted(int(row["place"]) for row in table)
+        assert all(row["interval"].startswith("[") for row in table)
+        # baselines shown beside the models, labelled
+        baselines = browser.evaluate("Array.from(document.querySelectorAll('#board tbody.baseline tr')).map(tr => tr.cells[1].textContent)")
+        assert len(baselines) == 4 and any("input order" in text for text in baselines)
         assert browser.evaluate("document.querySelectorAll('#unreadable li').length") == 1
+        # the echo is flagged in the table and its answers on the page
+        echo_row = next(row for row in table if row["label"] == "echo-model")
+        assert echo_row["flag"]
+        assert browser.evaluate("document.querySelectorAll('#answers-fin_agentbench_doc .answer[data-degenerate] .degenerate-flag').length") == 2
+        assert browser.evaluate("document.querySelectorAll('#answers-fin_agentbench_doc summary .chip.degenerate').length") == 2
+
+        # the search box filters the rows; the column filter hides a benchmark's column
+        browser.evaluate(search("tiny"))
+        assert browser.evaluate(VISIBLE_MODELS) == 1
+        browser.evaluate(search("max_gen_toks"))
+        assert browser.evaluate(VISIBLE_MODELS) == 2  # the short row, and the model's own row (its fin_ems tag)
+        browser.evaluate(search(""))
+        assert browser.evaluate(VISIBLE_MODELS) == 6
+        browser.evaluate("document.querySelector('#column-filter input[data-group=\"fin_ems\"]').click()")
+        assert browser.evaluate("Array.from(document.querySelectorAll('#board [data-group=\"fin_ems\"]')).every(c => c.offsetParent === null)")
+        assert browser.evaluate("document.querySelector('#board [data-group=\"fin_agentbench_doc\"]').offsetParent !== null")
+
+        # sorting a headline column: figures high to low, no value last
         browser.evaluate("document.querySelector('#board th[data-col=\"2\"]').click()")
-        ordered = browser.evaluate("Array.from(document.querySelectorAll('#board tbody tr')).map(tr => tr.cells[2].getAttribute('data-v'))")
+        ordered = browser.evaluate("Array.from(document.querySelectorAll('#board tbody.models tr')).map(tr => tr.cells[2].getAttribute('data-v'))")
         numbers = [float(v) for v in ordered if v]
-        assert numbers == sorted(numbers, reverse=True) and ordered[-1] == ""  # no value: last
-        assert browser.evaluate("document.querySelector('#board th[data-col=\"2\"]').getAttribute('aria-sort')") == "descending"
+        assert numbers == sorted(numbers, reverse=True)
 
-        # the plots: drawn bars with whiskers, and the EMS precision/recall point
-        bars = browser.evaluate("""Array.from(document.querySelectorAll(
-            'figure.bars[data-metric="fin_agentbench_doc/ndcg@5"] g.bar rect')).map(r => r.getBoundingClientRect().width)""")
-        assert len(bars) == 3 and all(width >= 1 for width in bars)
-        assert browser.evaluate("document.querySelectorAll('figure.bars g.bar path.wh').length") > 0
-        assert browser.evaluate("document.querySelectorAll('figure.scatter g.point[data-row=\"3\"] circle').length") == 2
+        # the benchmark views unfold from their links; plots drawn with whiskers
+        browser.evaluate("location.hash = '#bench-fin_ems'")
+        browser.wait_until("document.getElementById('bench-fin_ems').open")
+        assert browser.evaluate("document.querySelectorAll('#bench-fin_agentbench figure.bars g.bar rect').length") > 0
+        # per question (the two documents are one company's: no breakdown by company)
+        assert browser.evaluate("Array.from(document.querySelectorAll('#bench-fin_ems h4')).map(h => h.textContent)"
+                                ).count("ems_offline_bertscore_f1 by question") == 1
 
-        # a per-answer view reached from the table: the EMS run's figure links to its answers
-        browser.evaluate("document.querySelector('#board tbody tr[data-row=\"3\"] a[href^=\"#answers-fin_ems\"]').click()")
-        browser.wait_until(shown_run("fin_ems", 3))
-        view = browser.evaluate("""(() => {
-            const section = document.getElementById('answers-fin_ems');
-            const question = section.querySelector('details.question:not([hidden])');
-            const answer = question.querySelector('.answer[data-row="3"]');
-            return {hash: location.hash, open: question.open, visible: answer.offsetParent !== null,
-                    height: answer.getBoundingClientRect().height, text: answer.innerText,
-                    others: Array.from(document.querySelectorAll('#answers-fin_ems .answer:not([data-row="3"])')).length};
-        })()""")
-        assert view["hash"] == "#answers-fin_ems-r3" and view["open"] and view["visible"] and view["height"] > 50
-        assert "Reference points" in view["text"] and reference_point in view["text"]
-        assert "Answer points" in view["text"]
-        # FinAgentBench: the sampled run's ranking against the grades, only that run shown
-        browser.evaluate("location.hash = '#answers-fin_agentbench_doc-r2'")
-        browser.wait_until(shown_run("fin_agentbench_doc", 2))
-        ranking = browser.evaluate("""(() => {
-            const section = document.getElementById('answers-fin_agentbench_doc');
-            const shown = Array.from(section.querySelectorAll('.answer')).filter(a => !a.hidden);
-            return {rows: shown.map(a => a.getAttribute('data-row')), text: shown[0].innerText};
-        })()""")
-        assert set(ranking["rows"]) == {"2"} and "graded rank" in ranking["text"]
+        # a per-answer view reached from the answers filter: the EMS points the record logged
+        ems_row = next(row.index for row in board.models if "fin_ems" in row.tasks)
+        browser.evaluate(f"location.hash = '#answers-fin_ems-r{ems_row}'")
+        browser.wait_until(shown_run("fin_ems", ems_row))
+        view = browser.evaluate(f"""(() => {{
+            const question = document.querySelector('#answers-fin_ems details.question:not([hidden])');
+            const answer = question.querySelector('.answer[data-row="{ems_row}"]');
+            return {{open: question.open, visible: answer.offsetParent !== null, text: answer.innerText}};
+        }})()""")
+        assert view["open"] and view["visible"] and "Reference points" in view["text"]
+        assert reference_point in view["text"] and "Answer points" in view["text"]
 
         # hostile answers are text on the page, not markup
-        browser.evaluate("location.hash = '#answers-fin_agentbench_doc-r4'")
-        browser.wait_until(shown_run("fin_agentbench_doc", 4))
-        shown = browser.evaluate("document.querySelector('#answers-fin_agentbench_doc .answer[data-row=\"4\"]').innerText")
+        hostile_row = next(row.index for row in board.models if row.model_id == HOSTILE)
+        browser.evaluate(f"location.hash = '#answers-fin_agentbench_doc-r{hostile_row}'")
+        browser.wait_until(shown_run("fin_agentbench_doc", hostile_row))
+        shown = browser.evaluate(f"document.querySelector('#answers-fin_agentbench_doc .answer[data-row=\"{hostile_row}\"]').innerText")
         assert HOSTILE in shown and browser.evaluate("window.__pwned === undefined")
         assert browser.evaluate("document.querySelectorAll('.answer img').length") == 0
-
-        screenshot = browser.screenshot(tmp_path / "report.png")
-    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and screenshot.stat().st_size > 20_000
-    print(f"screenshot: {screenshot}")
+        assert not math.isnan(float(table[0]["ndcg"]))

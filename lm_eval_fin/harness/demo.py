@@ -73,7 +73,8 @@ def run_demo(output_path: str, limit: int | None, benchmarks: Sequence[Benchmark
             return status
     from lm_eval_fin.report import write_report
 
-    page = write_report([Path(output_path) / benchmark for benchmark in seconds], Path(output_path) / "report")
+    page = write_report([Path(output_path) / benchmark for benchmark in seconds], Path(output_path) / "report",
+                        benchmarks=benchmarks)
     print(summary(Path(output_path), seconds, benchmarks))
     print(f"  report: {page} (open it in a browser; leaderboard.md and leaderboard.csv beside it)")
     return 0

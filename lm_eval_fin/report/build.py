@@ -5,15 +5,17 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lm_eval_fin import atomic
 from lm_eval_fin.report import render
+from lm_eval_fin.report.answers import answer_sections, subset_tables
+from lm_eval_fin.report.catalog import Catalog
 from lm_eval_fin.report.leaderboard import Leaderboard, Settings, build_leaderboard
-from lm_eval_fin.report.runs import read_results_dirs
-from lm_eval_fin.report.views import ViewOptions, view_for
+from lm_eval_fin.runfiles import read_results_dirs
 
 logger = logging.getLogger(__name__)
 
@@ -32,21 +34,18 @@ def build_report(
     results_dirs: Sequence[str | os.PathLike],
     names: Sequence[str] | None = None,
     settings: Settings | None = None,
+    benchmarks: Iterable[Any] = (),
 ) -> Leaderboard:
-    """Read the runs, let each benchmark's view attach its side files, build the leaderboard.
-    ``names``: one per results folder, in order (fewer: the rest are named by model)."""
+    """Read the runs and build the leaderboard. ``names``: one per results folder, in order
+    (fewer: the rest are named by model). ``benchmarks``: the benchmarks whose views, headlines
+    and baselines the report uses (``lm_eval_fin.benchmarks.all_benchmarks()``); without them
+    every task gets the generic view."""
     names = list(names or [])
     if len(names) > len(results_dirs):
         raise ValueError(f"{len(names)} names for {len(results_dirs)} results folders")
-    runs, unreadable = read_results_dirs(results_dirs)
-    for run in runs:
-        for task, task_run in run.tasks.items():
-            try:
-                view_for(task).attach(task_run, run)
-            except Exception as exc:  # noqa: BLE001 - a side file must not stop the report
-                task_run.notes.append(f"the {view_for(task).name} view could not read its details: {exc!r}")
+    runs, unreadable = read_results_dirs([str(d) for d in results_dirs])
     by_folder = {str(Path(d).expanduser()): name for d, name in zip(results_dirs, names)}
-    return build_leaderboard(runs, unreadable, by_folder, settings)
+    return build_leaderboard(runs, unreadable, by_folder, settings, Catalog(benchmarks))
 
 
 def write_report(
@@ -55,13 +54,15 @@ def write_report(
     names: Sequence[str] | None = None,
     title: str = DEFAULT_TITLE,
     settings: Settings | None = None,
-    options: ViewOptions | None = None,
+    benchmarks: Iterable[Any] = (),
+    export_dir: str | os.PathLike | None = None,
 ) -> Path:
     """Write ``index.html``, ``leaderboard.md`` and ``leaderboard.csv`` of the runs under
     ``results_dirs`` (lm-eval ``--output_path`` folders) into ``output_path``; returns the
     path of ``index.html``. Runs that cannot be read are listed on the page and in the
     Markdown; use :func:`write_report_files` for the leaderboard and the timing too."""
-    return write_report_files(results_dirs, output_path, names, title, settings, options).files["index.html"]
+    report = write_report_files(results_dirs, output_path, names, title, settings, benchmarks, export_dir)
+    return report.files["index.html"]
 
 
 def write_report_files(
@@ -70,17 +71,19 @@ def write_report_files(
     names: Sequence[str] | None = None,
     title: str = DEFAULT_TITLE,
     settings: Settings | None = None,
-    options: ViewOptions | None = None,
+    benchmarks: Iterable[Any] = (),
+    export_dir: str | os.PathLike | None = None,
 ) -> Report:
+    """As :func:`write_report`; ``export_dir``: an ``lm-eval-fin export`` folder whose
+    ``model-index.yaml`` and ``data/`` the page and the Markdown link to."""
     started = time.perf_counter()
-    options = options or ViewOptions()
-    board = build_report([str(d) for d in results_dirs], names, settings)
-    answers = render.answer_sections(board, options)
+    board = build_report([str(d) for d in results_dirs], names, settings, benchmarks)
     out = Path(output_path).expanduser()
     out.mkdir(parents=True, exist_ok=True)
+    links = render.export_links(export_dir, out)
     texts = {
-        "index.html": render.render_html(board, answers, title),
-        "leaderboard.md": render.render_markdown(board, title),
+        "index.html": render.render_html(board, answer_sections(board), subset_tables(board), title, links),
+        "leaderboard.md": render.render_markdown(board, title, links),
         "leaderboard.csv": render.render_csv(board),
     }
     files = {}

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
+from typing import Any
 
 from lm_eval_fin import exit_status
 from lm_eval_fin.report import stats
 from lm_eval_fin.report.build import DEFAULT_TITLE, write_report_files
 from lm_eval_fin.report.leaderboard import Settings
-from lm_eval_fin.report.views import ViewOptions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -22,19 +23,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="lm-eval --output_path folders (or results_<date>.json files)")
     parser.add_argument("--output_path", required=True, help="folder for index.html, leaderboard.md and leaderboard.csv")
     parser.add_argument("--name", action="append", default=[], metavar="NAME",
-                        help="the row name of the runs in the n-th RESULTS_DIR (repeat, in order); default: model and settings")
+                        help="the row name of the runs in the n-th RESULTS_DIR (repeat, in order); default: the model")
     parser.add_argument("--title", default=DEFAULT_TITLE, help=f"the page title (default: {DEFAULT_TITLE!r})")
+    parser.add_argument("--export_dir", default=None, metavar="DIR",
+                        help="an `lm-eval-fin export` folder to link from the page (its model-index.yaml and data/)")
     parser.add_argument("--bootstrap_iters", type=int, default=stats.BOOTSTRAP_RESAMPLES,
                         help=f"bootstrap resamples per interval (default {stats.BOOTSTRAP_RESAMPLES})")
     parser.add_argument("--permutation_iters", type=int, default=stats.PERMUTATION_RESAMPLES,
                         help="random sign patterns of a paired test beyond 16 shared questions "
                         f"(default {stats.PERMUTATION_RESAMPLES})")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
-    parser.add_argument("--execute_code", action="store_true",
-                        help="FinLFQA: run the code of the answers in lm_eval_fin.sandbox to show each snippet's outcome")
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, benchmarks: Iterable[Any] = ()) -> int:
     if len(args.name) > len(args.results_dirs):
         print(f"lm-eval-fin report: error: {len(args.name)} --name for {len(args.results_dirs)} RESULTS_DIR",
               file=sys.stderr)
@@ -45,14 +46,14 @@ def main(args: argparse.Namespace) -> int:
             return exit_status.USAGE
     settings = Settings(bootstrap_resamples=args.bootstrap_iters, permutation_resamples=args.permutation_iters,
                         seed=args.seed)
-    report = write_report_files(args.results_dirs, args.output_path, args.name, args.title, settings,
-                                ViewOptions(execute_code=args.execute_code))
+    report = write_report_files(args.results_dirs, args.output_path, args.name, args.title, settings, benchmarks,
+                                args.export_dir)
     board = report.board
     for item in board.unreadable:
         print(f"lm-eval-fin report: cannot read {item.path}: {item.reason}", file=sys.stderr)
-    runs = sum(len(row.runs) for row in board.rows)
-    print(f"report of {runs} run{'s' if runs != 1 else ''} in {len(board.rows)} rows "
+    runs = sum(len(row.runs) for row in board.models)
+    print(f"report of {runs} run{'s' if runs != 1 else ''} in {len(board.models)} model rows "
           f"({report.seconds:.1f} s): {report.files['index.html']}")
-    if not board.rows:
+    if not board.models:
         return exit_status.USAGE
     return exit_status.INCOMPLETE if board.unreadable else exit_status.OK

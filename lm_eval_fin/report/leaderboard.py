@@ -1,32 +1,31 @@
-"""The leaderboard of a report: rows (runs), columns (task metrics), intervals and the paired
-tests of adjacent rows. Plain data, rendered by :mod:`lm_eval_fin.report.render`.
+"""The leaderboard of a report: rows (models, baselines, figures reported in papers), columns
+(task metrics), the headline column of each task, intervals and standings. Plain data, rendered
+by :mod:`lm_eval_fin.report.render`.
 
-Rows. Each lm-eval results file is a run. Runs with the same model and settings whose tasks
-do not overlap share a row (``lm-eval-fin run --tasks A`` then ``--tasks B`` is one model
-evaluated on two benchmarks). A row is named by its model and the settings that tell it
-apart from the other rows of the same model (``--gen_kwargs``, model arguments, seeds,
-``--limit``...), or by the ``--name`` given to its folder.
+Cells. A metric whose per-sample values were logged gets the bootstrap interval of those
+values; when their mean disagrees with lm-eval's figure (a sum, a corpus aggregation) lm-eval's
+own figure and stderr are used instead, with a note. Otherwise the cell is lm-eval's value with
+``± z·stderr`` when lm-eval computed a stderr, and a bare value when it did not. A metric lm-eval
+reports as null (undefined in that run) has no cell.
 
-Cells. A metric aggregated by the mean whose per-sample values were logged gets the
-bootstrap interval of those values; when their mean disagrees with lm-eval's figure (an
-unknown aggregation, a filtered sample) lm-eval's own figure and stderr are used instead,
-with a note. Otherwise the cell is lm-eval's value with ``± z·stderr`` when lm-eval computed
-a stderr, and a bare value when it did not (corpus metrics).
+Baselines are computed by each benchmark's view on the documents the model rows logged (the
+union of their questions); reference rows are the papers' figures the views declare. Neither
+takes part in the standings; both are shown beside the models.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from lm_eval_fin.report import stats
-from lm_eval_fin.report.runs import Metric, Run, Unreadable
+from lm_eval_fin.report.blocks import Baseline
+from lm_eval_fin.report.catalog import DEGENERATE, Catalog
+from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE, Badge, Cell, Row, fill_facts, group_rows
+from lm_eval_fin.report.standings import Comparison, rank_rows
+from lm_eval_fin.runfiles import Metric, Run, Sample, Unreadable
 
-SEED_FIELDS = ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")
-LM_EVAL_SEEDS = [0, 1234, 1234, 1234]  # lm-eval's defaults of those seeds
 _AGREE = 1e-6
 
 
@@ -35,39 +34,11 @@ class Column:
     task: str
     metric: str  # Metric.name
     higher_is_better: bool | None
+    diagnostic: bool = False
 
     @property
     def key(self) -> str:
         return f"{self.task}/{self.metric}"
-
-
-@dataclass
-class Cell:
-    interval: stats.Interval
-    values: dict[str, float] = field(default_factory=dict)  # question key -> value (bootstrap cells)
-    note: str = ""
-
-
-@dataclass
-class Row:
-    index: int  # 1-based, in command-line order
-    label: str
-    runs: list[Run]
-    given_name: str | None = None
-    cells: dict[str, Cell] = field(default_factory=dict)
-
-    @property
-    def tasks(self) -> list[str]:
-        return [task for run in self.runs for task in run.tasks]
-
-
-@dataclass
-class Comparison:
-    """The paired tests of two adjacent rows, per column they share per-sample values for."""
-
-    upper: Row
-    lower: Row
-    tests: dict[str, stats.PairedTest]
 
 
 @dataclass
@@ -80,119 +51,208 @@ class Settings:
 
 @dataclass
 class Leaderboard:
-    rows: list[Row]
+    rows: list[Row]  # models in their standings, then baselines, then reference rows
     columns: list[Column]
+    headlines: dict[str, Column]  # task -> the metric its default view ranks by
     comparisons: list[Comparison]
     unreadable: list[Unreadable]
     settings: Settings
+    catalog: Catalog
+    notes: list[str] = field(default_factory=list)
 
     @property
     def tasks(self) -> list[str]:
         return list(dict.fromkeys(column.task for column in self.columns))
 
-    def columns_of(self, task: str) -> list[Column]:
-        return [column for column in self.columns if column.task == task]
+    def headline_rows(self, kind: str) -> list[Row]:
+        """The rows of a kind with a figure in some headline column (a paper's row without one
+        is shown in its benchmark's table only)."""
+        keys = {column.key for column in self.headlines.values()}
+        return [row for row in self.rows_of(kind) if keys & set(row.cells)]
 
+    @property
+    def models(self) -> list[Row]:
+        return [row for row in self.rows if row.kind == MODEL]
 
-# -------------------------------------------------------------------------------- naming
+    def rows_of(self, kind: str) -> list[Row]:
+        return [row for row in self.rows if row.kind == kind]
 
+    def columns_of(self, task: str, diagnostic: bool | None = None) -> list[Column]:
+        return [c for c in self.columns if c.task == task and (diagnostic is None or c.diagnostic == diagnostic)]
 
-def _flat(prefix: str, value: Any) -> dict[str, str]:
-    if isinstance(value, dict):
-        return {f"{prefix}{key}": str(item) for key, item in sorted(value.items())}
-    if isinstance(value, str) and "=" in value:  # lm-eval may keep gen_kwargs as its "k=v,k=v" text
-        pairs = (part.partition("=") for part in value.split(","))
-        return {f"{prefix}{k.strip()}": v.strip() for k, _, v in pairs if k.strip()}
-    return {}
+    def table(self, task: str, diagnostic: bool, kinds: Sequence[str] = (MODEL, BASELINE, REFERENCE)
+              ) -> tuple[list[Column], list[Row]]:
+        """A task's metric table: the columns some row has a figure for, and those rows."""
+        rows = [row for row in self.rows if row.kind in kinds]
+        columns = [c for c in self.columns_of(task, diagnostic)
+                   if any(c.key in row.cells and math.isfinite(row.cells[c.key].interval.mean) for row in rows)]
+        keys = {c.key for c in columns}
+        return columns, [row for row in rows if keys & set(row.cells)]
 
+    def groups(self) -> dict[str, list[str]]:
+        """Benchmark (or lone task) -> its tasks on the board, in order."""
+        found: dict[str, list[str]] = {}
+        for task in self.tasks:
+            found.setdefault(self.catalog.group(task), []).append(task)
+        return found
 
-def settings_of(run: Run) -> dict[str, str]:
-    """The settings that make a run what it is, flattened to ``name -> text``."""
-    config = run.config
-    found: dict[str, str] = {"model": str(config.get("model") or run.results.get("model_source") or "")}
-    found.update(_flat("model_args.", run.model_args))
-    found.update(_flat("gen_kwargs.", config.get("gen_kwargs")))
-    seeds = [config.get(name) for name in SEED_FIELDS]
-    if seeds == LM_EVAL_SEEDS:
-        found["seed"] = "default"
-    elif any(seed is not None for seed in seeds):
-        found["seed"] = str(seeds[0]) if len(set(map(str, seeds))) == 1 else ",".join(map(str, seeds))
-    if config.get("limit") is not None:
-        found["limit"] = str(config["limit"])
-    for name in ("chat_template_sha", "system_instruction_sha", "fewshot_as_multiturn"):
-        if run.results.get(name) is not None:
-            found[name] = str(run.results[name])
-    return found
-
-
-def _short(name: str, value: str) -> str:
-    name = name.split(".", 1)[-1]
-    if name.endswith("_sha"):
-        return f"{name[:-4]}={value[:8]}"
-    return f"{name}={value}"
-
-
-def name_rows(rows: Sequence[Row]) -> None:
-    """Label each row: its ``--name`` or model, plus the settings that differ between it and
-    the other rows of the same name, plus the run date where two rows are still alike."""
-    groups: dict[str, list[Row]] = {}
-    for row in rows:
-        groups.setdefault(row.given_name or row.runs[0].model, []).append(row)
-    for base, members in groups.items():
-        settings = [settings_of(row.runs[0]) for row in members]
-        differing = sorted({k for s in settings for k in s if len({str(t.get(k)) for t in settings}) > 1})
-        labels = []
-        for found in settings:
-            parts = [_short(k, found[k]) for k in differing if k in found]
-            labels.append(f"{base} · {', '.join(parts)}" if parts else base)
-        for row, label in zip(members, labels):
-            twins = labels.count(label) > 1
-            row.label = f"{label} · run {row.runs[0].date}" if twins else label
-
-
-def group_rows(runs: Sequence[Run], names: dict[str, str] | None = None) -> list[Row]:
-    """Rows in command-line order: runs of one model and settings (and ``--name``) whose tasks
-    do not overlap share a row. ``names``: results folder (as given) -> name."""
-    names = names or {}
-    rows: list[Row] = []
-    for run in runs:
-        given = names.get(str(run.results_dir))
-        identity = (given, tuple(sorted(settings_of(run).items())))
-        for row in rows:
-            same = (row.given_name, tuple(sorted(settings_of(row.runs[0]).items()))) == identity
-            if same and not set(row.tasks) & set(run.tasks):
-                row.runs.append(run)
-                break
-        else:
-            rows.append(Row(len(rows) + 1, "", [run], given))
-    name_rows(rows)
-    return rows
+    def samples(self, task: str) -> list[Sample]:
+        """The questions the model rows logged for ``task``, each once (first run's sample)."""
+        seen: dict[str, Sample] = {}
+        for row in self.models:
+            for run in row.runs:
+                for sample in run.tasks[task].samples if task in run.tasks else ():
+                    seen.setdefault(sample.key, sample)
+        return list(seen.values())
 
 
 # --------------------------------------------------------------------------------- cells
 
 
-def metric_cell(metric: Metric, samples: Sequence[Any], logged: bool, settings: Settings, n: int) -> Cell:
-    """The cell of one metric of one run (see the module docstring)."""
+def metric_cell(metric: Metric, samples: Sequence[Sample], logged: bool, settings: Settings, n: int) -> Cell | None:
+    """The cell of one metric of one run (see the module docstring); None: undefined there."""
     values = {s.key: s.values[metric.name] for s in samples if metric.name in s.values}
+    if metric.value is None and not values:
+        return None
     fallback = stats.stderr_interval(metric.value, metric.stderr, n, settings.confidence)
     if not values:
         note = "" if fallback.method != stats.NONE else (
-            "no per-sample values and no stderr (a corpus-level metric)" if logged else
+            "no per-sample values and no stderr" if logged else
             "samples not logged (run lm-eval with --log_samples) and no stderr"
         )
         return Cell(fallback, note=note)
     interval = stats.bootstrap_interval(values.values(), settings.confidence, settings.bootstrap_resamples, settings.seed)
     reported = metric.value
-    if math.isfinite(reported) and not (
+    if reported is not None and math.isfinite(reported) and not (
         math.isfinite(interval.mean) and abs(interval.mean - reported) <= _AGREE * max(1.0, abs(reported))
     ):
         return Cell(fallback, note=(
-            f"the mean of the {interval.n} per-sample values ({interval.mean:.6g}) is not lm-eval's figure "
-            f"({reported:.6g}); lm-eval's figure is shown"
+            f"lm-eval's figure ({reported:.6g}) aggregates the {interval.n} per-sample values otherwise than their "
+            f"mean ({interval.mean:.6g}); lm-eval's figure is shown"
         ))
     note = f"{interval.dropped} non-finite per-sample values left out" if interval.dropped else ""
     return Cell(interval, values, note)
+
+
+def values_cell(values: dict[str, float], settings: Settings) -> Cell:
+    interval = stats.bootstrap_interval(values.values(), settings.confidence, settings.bootstrap_resamples, settings.seed)
+    return Cell(interval, dict(values))
+
+
+# ------------------------------------------------------------------------------ building
+
+
+def _columns(rows: Sequence[Row], catalog: Catalog) -> list[Column]:
+    columns: dict[str, Column] = {}
+    for row in rows:
+        for run in row.runs:
+            for task, task_run in run.tasks.items():
+                for metric in task_run.metrics.values():
+                    columns.setdefault(f"{task}/{metric.name}", Column(
+                        task, metric.name, metric.higher_is_better, catalog.is_diagnostic(task, metric.name)))
+    task_order = {task: n for n, task in enumerate(dict.fromkeys(c.task for c in columns.values()))}
+    return sorted(columns.values(), key=lambda c: task_order[c.task])  # stable: metrics keep their order
+
+
+def _fill_cells(row: Row, settings: Settings) -> None:
+    for run in row.runs:
+        for task, task_run in run.tasks.items():
+            n = int(task_run.n_samples.get("effective") or len(task_run.samples) or 0)
+            for metric in task_run.metrics.values():
+                cell = metric_cell(metric, task_run.samples, task_run.logged, settings, n)
+                if cell is not None:
+                    row.cells[f"{task}/{metric.name}"] = cell
+
+
+def headline_columns(board_columns: Sequence[Column], rows: Sequence[Row], catalog: Catalog) -> dict[str, Column]:
+    """Per task, the first of its benchmark's headline metrics that some model row has a value
+    for; a task without one ranks by its first scored metric with a value."""
+    found: dict[str, Column] = {}
+    by_key = {c.key: c for c in board_columns}
+    with_value = {key for row in rows for key, cell in row.cells.items() if math.isfinite(cell.interval.mean)}
+    for task in dict.fromkeys(c.task for c in board_columns):
+        declared = [by_key.get(f"{task}/{name}") for name in catalog.headline(task)]
+        candidates = [c for c in declared if c] or [c for c in board_columns if c.task == task and not c.diagnostic]
+        chosen = next((c for c in candidates if c.key in with_value), None)
+        if chosen:
+            found[task] = chosen
+    return found
+
+
+def baseline_rows(rows: list[Row], tasks: Sequence[str], catalog: Catalog, samples_of, settings: Settings,
+                  notes: list[str]) -> list[Row]:
+    """The rows each benchmark's view computes without a model, one per baseline name."""
+    made: dict[str, Row] = {}
+    for task in tasks:
+        samples = samples_of(task)
+        if not samples:
+            continue
+        try:
+            baselines: list[Baseline] = catalog.view(task).baselines(task, samples)
+        except Exception as exc:  # noqa: BLE001 - a baseline that cannot be computed must not stop the report
+            notes.append(f"{task}: baselines not computed ({type(exc).__name__}: {exc})")
+            continue
+        for baseline in baselines:
+            row = made.get(baseline.name)
+            if row is None:
+                row = made[baseline.name] = Row(0, baseline.name, kind=BASELINE, description=baseline.description,
+                                                summary=baseline.description)
+            elif baseline.description not in row.description:
+                row.description += f"; {baseline.description}"
+                row.summary = row.description
+            metrics = dict.fromkeys(name for values in baseline.values.values() for name in values)
+            for metric in metrics:
+                values = {key: v[metric] for key, v in baseline.values.items() if metric in v}
+                row.cells[f"{task}/{metric}"] = values_cell(values, settings)
+    return list(made.values())
+
+
+def reference_rows(tasks: Sequence[str], catalog: Catalog) -> list[Row]:
+    """The papers' figures the views declare, for the tasks on the board."""
+    rows = []
+    for entry in catalog.entries:
+        for reference in entry.view.references:
+            shown = [task for task in reference.tasks if task in tasks]
+            if not shown:
+                continue
+            row = Row(0, reference.label, kind=REFERENCE, summary=reference.setting, description=(
+                f"{reference.paper}: {reference.model}, {reference.setting}, {reference.split}"
+                + (f". {reference.note}" if reference.note else "")))
+            for task in shown:
+                for metric, value in reference.values.items():
+                    row.cells[f"{task}/{metric}"] = Cell(stats.Interval(float(value), math.nan, math.nan))
+            rows.append(row)
+    return rows
+
+
+def flag_cells(board: Leaderboard) -> None:
+    """Model cells to look at twice: headline figures not above the best baseline's, and tasks
+    where some answers were degenerate (empty, repeated, an echo of the prompt, or the
+    candidates in the order given)."""
+    baselines = board.rows_of(BASELINE)
+    for task, column in board.headlines.items():
+        best = None
+        for row in baselines:
+            cell = row.cells.get(column.key)
+            if cell and math.isfinite(cell.interval.mean) and (best is None or _better(cell.interval.mean, best[1], column)):
+                best = (row, cell.interval.mean)
+        for row in board.models:
+            cell = row.cells.get(column.key)
+            flags = []
+            if best and cell and math.isfinite(cell.interval.mean) and not _better(cell.interval.mean, best[1], column):
+                flags.append(f"not above the {best[0].label} baseline ({best[1]:.3f})")
+            degenerate = row.cells.get(f"{task}/{DEGENERATE}")
+            if degenerate and math.isfinite(degenerate.interval.mean) and degenerate.interval.mean > 0:
+                flags.append(f"{degenerate.interval.mean:.0%} of the answers degenerate")
+                row.badges.append(Badge(f"{degenerate.interval.mean:.0%} degenerate", (
+                    f"{task}: {degenerate.interval.mean:.0%} of the answers are empty, repeated, an echo of the prompt "
+                    "or the candidates in the order given (degenerate_answer)"), "warn"))
+            if flags:
+                row.flags[column.key] = "; ".join(flags)
+
+
+def _better(a: float, b: float, column: Column) -> bool:
+    return a < b if column.higher_is_better is False else a > b
 
 
 def build_leaderboard(
@@ -200,37 +260,25 @@ def build_leaderboard(
     unreadable: Sequence[Unreadable] = (),
     names: dict[str, str] | None = None,
     settings: Settings | None = None,
+    catalog: Catalog | None = None,
 ) -> Leaderboard:
     settings = settings or Settings()
-    rows = group_rows(runs, names)
-    columns: dict[str, Column] = {}
-    for row in rows:
-        for run in row.runs:
-            for task, task_run in run.tasks.items():
-                for metric in task_run.metrics.values():
-                    column = columns.setdefault(
-                        f"{task}/{metric.name}", Column(task, metric.name, metric.higher_is_better)
-                    )
-                    n = int(task_run.n_samples.get("effective") or len(task_run.samples) or 0)
-                    row.cells[column.key] = metric_cell(metric, task_run.samples, task_run.logged, settings, n)
-    task_order = {task: n for n, task in enumerate(dict.fromkeys(c.task for c in columns.values()))}
-    ordered = sorted(columns.values(), key=lambda c: task_order[c.task])  # stable: metrics keep their order
-    comparisons = [compare(upper, lower, ordered, settings) for upper, lower in itertools.pairwise(rows)]
-    return Leaderboard(rows, ordered, comparisons, list(unreadable), settings)
-
-
-def compare(upper: Row, lower: Row, columns: Sequence[Column], settings: Settings) -> Comparison:
-    """Paired tests of two rows on the questions both answered, per shared column."""
-    tests = {}
-    for column in columns:
-        a, b = upper.cells.get(column.key), lower.cells.get(column.key)
-        if not a or not b or not a.values or not b.values:
-            continue
-        shared = [key for key in a.values if key in b.values]
-        if not shared:
-            continue
-        tests[column.key] = stats.paired_test(
-            [a.values[k] for k in shared], [b.values[k] for k in shared], settings.confidence,
-            settings.permutation_resamples, settings.bootstrap_resamples, settings.seed,
-        )
-    return Comparison(upper, lower, tests)
+    catalog = catalog or Catalog()
+    models = group_rows(runs, names)
+    for row in models:
+        _fill_cells(row, settings)
+        fill_facts(row, catalog)
+    columns = _columns(models, catalog)
+    headlines = headline_columns(columns, models, catalog)
+    comparisons = rank_rows(models, headlines, settings)
+    models.sort(key=lambda row: (row.rank is None, row.rank or 0, row.index))
+    for number, row in enumerate(models, start=1):  # a row's number is its line in the table
+        row.index = number
+    board = Leaderboard(models, columns, headlines, comparisons, list(unreadable), settings, catalog)
+    tasks = board.tasks
+    extra = baseline_rows(models, tasks, catalog, board.samples, settings, board.notes) + reference_rows(tasks, catalog)
+    for number, row in enumerate(extra, start=len(models) + 1):
+        row.index = number
+    board.rows = models + extra
+    flag_cells(board)
+    return board

@@ -1,5 +1,5 @@
 """Plot geometry for the page's inline SVG: per-metric bar charts with interval whiskers and
-EMS precision/recall scatters. Pure functions returning coordinates; the template draws them
+precision/recall scatters (any task with ``<name>_precision`` and ``<name>_recall`` metrics). Pure functions returning coordinates; the template draws them
 (so every text is escaped there). Hand-written SVG keeps the page small: a bar is one
 ``<rect>`` and one ``<path>``, where a plotting library writes kilobytes per figure.
 """
@@ -10,8 +10,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lm_eval_fin.report.leaderboard import Column, Leaderboard, Row
-from lm_eval_fin.report.views import EMS_METRIC, view_for
+from lm_eval_fin.report.leaderboard import Column, Leaderboard
+from lm_eval_fin.report.rows import BASELINE, REFERENCE, Row
 
 # Okabe-Ito and Tableau hues: distinguishable, and legible in print
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#7f7f7f", "#F0E442", "#8c564b", "#17becf")
@@ -26,8 +26,16 @@ SCATTER_MARGIN = 34
 ISO_F1 = (0.2, 0.4, 0.6, 0.8)
 
 
+KIND_COLORS = {BASELINE: "#aab2bc", REFERENCE: "#4a4f57"}
+
+
 def color(row_index: int) -> str:
     return PALETTE[(row_index - 1) % len(PALETTE)]
+
+
+def row_color(row: Row) -> str:
+    """A model row's colour, or the grey of baselines and the dark grey of papers' figures."""
+    return KIND_COLORS.get(row.kind) or color(row.index)
 
 
 def _r(value: float) -> float:
@@ -98,7 +106,7 @@ def bar_chart(column: Column, rows: Sequence[Row]) -> BarChart | None:
         bars.append(Bar(
             row=row.index, label=row.label, y=n * (BAR_HEIGHT + BAR_GAP) + 2, x=start, width=_r(max(end - start, 1.0)),
             whisker=(x(interval.low), x(interval.high)) if interval.has_bounds else None,
-            value=_fmt(interval.mean), color=color(row.index),
+            value=_fmt(interval.mean), color=row_color(row),
         ))
     axis_y = len(bars) * (BAR_HEIGHT + BAR_GAP) + 2
     ticks = [(x(t), f"{t:g}") for t in nice_ticks(low, high)]
@@ -149,14 +157,14 @@ def _flip(value: float) -> float:
     return _r(SCATTER_SIZE - _unit(value))
 
 
-def ems_scatters(board: Leaderboard) -> list[Scatter]:
-    """EMS precision against recall, one scatter per EMS task and scorer, one point per row."""
+def precision_recall_scatters(board: Leaderboard) -> list[Scatter]:
+    """Precision against recall, one scatter per task and metric family with both (EMS per
+    scorer, RAGChecker, ROUGE-L...), one point per row."""
     series: dict[tuple[str, str], dict[str, Column]] = {}
     for column in board.columns:
-        match = EMS_METRIC.match(column.metric)
-        if view_for(column.task).name == "fin_ems" and match and match["part"] in ("precision", "recall"):
-            prefix = column.metric.rsplit("_", 1)[0]
-            series.setdefault((column.task, prefix), {})[match["part"]] = column
+        for part in ("precision", "recall"):
+            if not column.diagnostic and column.metric.endswith("_" + part):
+                series.setdefault((column.task, column.metric[: -len(part) - 1]), {})[part] = column
     scatters = []
     for (task, prefix), parts in series.items():
         if set(parts) != {"precision", "recall"}:
@@ -170,7 +178,7 @@ def ems_scatters(board: Leaderboard) -> list[Scatter]:
                 row=row.index, label=row.label, cx=_unit(r.interval.mean), cy=_flip(p.interval.mean),
                 recall=(_unit(r.interval.low), _unit(r.interval.high)) if r.interval.has_bounds else None,
                 precision=(_flip(p.interval.low), _flip(p.interval.high)) if p.interval.has_bounds else None,
-                value=f"P {_fmt(p.interval.mean)}, R {_fmt(r.interval.mean)}", color=color(row.index),
+                value=f"P {_fmt(p.interval.mean)}, R {_fmt(r.interval.mean)}", color=row_color(row),
             ))
         if points:
             ticks = [(_unit(t), f"{t:g}") for t in (0.0, 0.25, 0.5, 0.75, 1.0)]

@@ -1,11 +1,12 @@
-"""Rendering a report: ``index.html`` (one self-contained page), ``leaderboard.md`` and
-``leaderboard.csv``.
+"""Rendering a report: ``index.html`` (one self-contained page), ``leaderboard.md`` (the
+headline table, details linked) and ``leaderboard.csv`` (every figure).
 
 The page and the Markdown come from Jinja2 templates in ``templates/``; the HTML environment
 autoescapes everything, and the page carries no data as script: model output reaches it only
 as escaped text, so an answer holding ``</script>`` or ``<img onerror=...>`` is shown, never
 run. The CSV is written by the ``csv`` module, with texts that a spreadsheet would take for a
-formula (``=``, ``+``, ``-``, ``@`` first) prefixed by ``'``.
+formula (``=``, ``+``, ``-``, ``@`` first) prefixed by ``'``. No output holds NaN: a figure that
+is not a number is a dash or an empty field.
 """
 
 from __future__ import annotations
@@ -15,21 +16,22 @@ import importlib.metadata
 import io
 import json
 import math
-import re
+import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from lm_eval_fin.report import plots, stats
-from lm_eval_fin.report.leaderboard import Leaderboard, Row
-from lm_eval_fin.report.runs import Run, Sample
-from lm_eval_fin.report.views import Block, ViewOptions, question_title, view_for
+from lm_eval_fin.report.answers import SubsetTable, TaskAnswers, slug
+from lm_eval_fin.report.leaderboard import Leaderboard
+from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE
+from lm_eval_fin.runfiles import Run, run_settings
 
 TEMPLATES = Path(__file__).with_name("templates")
+EXPORT_FILES = {"model-index.yaml": "the model card's results block", "data": "Every Eval Ever records"}
 
 
 def package_version() -> str:
@@ -43,24 +45,24 @@ def package_version() -> str:
 
 
 def number(value: Any) -> str:
-    """A figure as the report prints it: 3 decimals below 10, else 4 significant digits."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+    """A figure as the report prints it: 3 decimals below 10, else 4 significant digits; a
+    value that is not a finite number is a dash."""
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
         return "—"
-    if not math.isfinite(value):
-        return "NaN"
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.4g}"
 
 
 def interval_text(interval: stats.Interval) -> str:
-    """``mean [low, high]``, ``... (se)`` for a stderr interval, ``... (no interval)``."""
+    """``mean [low, high]``, ``... (se)`` for a stderr interval, ``mean`` alone without bounds."""
     if not interval.has_bounds:
-        return f"{number(interval.mean)} (no interval)"
+        return number(interval.mean)
     text = f"{number(interval.mean)} [{number(interval.low)}, {number(interval.high)}]"
     return text + " (se)" if interval.method == stats.STDERR else text
 
 
-def slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
+def data_value(value: Any) -> str:
+    """A figure for a data attribute (sorting): its repr, or empty when not finite."""
+    return repr(float(value)) if isinstance(value, (int, float)) and math.isfinite(value) else ""
 
 
 def arrow(higher_is_better: bool | None) -> str:
@@ -74,25 +76,47 @@ def when(timestamp: Any) -> str:
         return "not recorded"
 
 
+def duration(seconds: float | None) -> str:
+    if seconds is None or not math.isfinite(seconds):
+        return "—"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.1f} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+
+
+def count(value: int | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value / 1e6:.1f}M" if value >= 1e6 else f"{value / 1e3:.1f}k" if value >= 1e4 else str(value)
+
+
 # ------------------------------------------------------------------------------ provenance
+
+
+def recorded_provenance(run: Run) -> dict[str, Any]:
+    """What ``lm-eval-fin run`` recorded in the settings of the run's documents: the
+    lm-eval-fin version and the git commit of the tasks."""
+    for task_run in run.tasks.values():
+        for sample in task_run.samples[:1]:
+            found = run_settings(sample.doc).get("provenance")
+            if isinstance(found, dict):
+                return found
+    return {}
 
 
 def run_provenance(run: Run) -> list[tuple[str, str]]:
     """What a maintainer needs to know where a run's figures come from."""
     results, config = run.results, run.config
-    configs = results.get("configs") if isinstance(results.get("configs"), dict) else {}
-    recorded_fin = next(
-        (str(c.get("metadata", {}).get("lm_eval_fin_version")) for c in configs.values()
-         if isinstance(c, dict) and isinstance(c.get("metadata"), dict) and c["metadata"].get("lm_eval_fin_version")),
-        results.get("lm_eval_fin_version"),
-    )
+    recorded = recorded_provenance(run)
     items = [
         ("results file", str(run.source)),
         ("date", when(results.get("date"))),
         ("lm-eval version", results.get("lm_eval_version") or "not recorded"),
-        ("lm-eval-fin version", recorded_fin or f"not recorded by the run (this report: {package_version()})"),
+        ("lm-eval-fin version", recorded.get("lm_eval_fin_version") or "not recorded by the run (made without "
+                                f"`lm-eval-fin run`?; this report: {package_version()})"),
+        ("lm-eval-fin git commit", recorded.get("git_commit") or "not recorded"),
+        ("lm-eval git hash", results.get("git_hash")),
         ("transformers version", results.get("transformers_version")),
-        ("git hash", results.get("git_hash")),
         ("model", config.get("model")),
         ("model args", json.dumps(run.model_args, sort_keys=True)),
         ("generation kwargs (command line)", json.dumps(config.get("gen_kwargs"), sort_keys=True)),
@@ -100,96 +124,54 @@ def run_provenance(run: Run) -> list[tuple[str, str]]:
                                                            ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed"))),
         ("limit", config.get("limit")),
         ("batch size", config.get("batch_size")),
+        ("wall time", duration(_seconds(results.get("total_evaluation_time_seconds")))),
         ("chat template sha256", results.get("chat_template_sha")),
         ("system instruction sha256", results.get("system_instruction_sha")),
     ]
-    judge = results.get("judge") if run.judged and isinstance(results.get("judge"), dict) else None
-    if judge:
-        items += [("judge (lm-eval-fin score)", judge.get("spec")),
-                  ("judge options", json.dumps(judge.get("options"), sort_keys=True))]
     return [(label, "—" if value is None else str(value)) for label, value in items]
+
+
+def _seconds(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
 
 def task_provenance(run: Run, task: str) -> list[tuple[str, str]]:
     task_run = run.tasks[task]
-    task_hash = (run.results.get("task_hashes") or {}).get(task)
+    settings = run_settings(task_run.samples[0].doc) if task_run.samples else {}
     items = [
         ("task version", task_run.version),
-        ("samples (effective of original)", f"{task_run.n_samples.get('effective', '?')} of {task_run.n_samples.get('original', '?')}"),
+        ("samples (effective of original)",
+         f"{task_run.n_samples.get('effective', '?')} of {task_run.n_samples.get('original', '?')}"),
         ("n-shot", (run.results.get("n-shot") or {}).get(task)),
-        ("task hash (lm-eval)", task_hash),
+        ("task hash (lm-eval)", (run.results.get("task_hashes") or {}).get(task)),
         ("generation kwargs (task)", json.dumps(task_run.config.get("generation_kwargs"), sort_keys=True, default=str)),
         ("per-sample values", "logged" if task_run.logged else "not logged (run lm-eval with --log_samples)"),
+        ("judge", settings.get("judge") or ("none" if settings else None)),
+        ("judge options", json.dumps(settings.get("judge_options"), sort_keys=True) if settings.get("judge_options")
+         else None),
+        ("task settings", json.dumps(settings.get("values"), sort_keys=True) if settings.get("values") else None),
         *task_run.provenance.items(),
         *(("note", note) for note in task_run.notes),
     ]
-    return [(str(label), "—" if value is None else str(value)) for label, value in items]
+    return [(str(label), str(value)) for label, value in items if value is not None]
 
 
-# ------------------------------------------------------------------------------ answers
-
-
-@dataclass
-class AnswerView:
-    row: Row
-    sample: Sample
-    values: list[tuple[str, str]]
-    blocks: list[Block]
-
-
-@dataclass
-class QuestionView:
-    number: int
-    key: str
-    title: str
-    blocks: list[Block]
-    answers: list[AnswerView] = field(default_factory=list)
-
-
-@dataclass
-class TaskAnswers:
-    task: str
-    slug: str
-    rows: list[Row]
-    questions: list[QuestionView]
-    headline: str | None  # the metric shown beside each run in a question's summary
-
-
-def _safe(view_function, *args) -> list[Block]:
-    try:
-        return view_function(*args)
-    except Exception as exc:  # noqa: BLE001 - one odd sample must not stop the page
-        return [Block("text", title="View failed", text=f"{type(exc).__name__}: {exc}", cls="miss")]
-
-
-def answer_sections(board: Leaderboard, options: ViewOptions) -> list[TaskAnswers]:
-    sections = []
-    for task in board.tasks:
-        view = view_for(task)
-        present = [(row, run.tasks[task]) for row in board.rows for run in row.runs
-                   if task in run.tasks and run.tasks[task].samples]
-        if not present:
-            continue
-        samples = [s for _, task_run in present for s in task_run.samples]
-        try:
-            context = view.prepare(samples, options)
-        except Exception as exc:  # noqa: BLE001
-            context = {"error": f"{type(exc).__name__}: {exc}"}
-        columns = board.columns_of(task)
-        headline = view.headline_of([c.metric for c in columns], {m for s in samples for m in s.values})
-        questions: dict[str, QuestionView] = {}
-        for row, task_run in present:
-            for sample in task_run.samples:
-                question = questions.get(sample.key)
-                if question is None:
-                    question = questions[sample.key] = QuestionView(
-                        len(questions) + 1, sample.key, question_title(sample.doc) or sample.key,
-                        _safe(view.question, sample),
-                    )
-                values = [(c.metric, number(sample.values[c.metric])) for c in columns if c.metric in sample.values]
-                question.answers.append(AnswerView(row, sample, values, _safe(view.answer, sample, context)))
-        sections.append(TaskAnswers(task, slug(task), [row for row, _ in present], list(questions.values()), headline))
-    return sections
+def export_links(export_dir: str | os.PathLike | None, out: Path) -> list[tuple[str, str, str]]:
+    """(relative link, name, what it is) of the ``lm-eval-fin export`` files found in
+    ``export_dir``, relative to the report's folder."""
+    if not export_dir:
+        return []
+    folder = Path(export_dir).expanduser()
+    links = []
+    for name, what in EXPORT_FILES.items():
+        target = folder / name
+        if target.exists():
+            link = Path(os.path.relpath(target.resolve(), out.resolve())).as_posix() + ("/" if target.is_dir() else "")
+            links.append((link, name + ("/" if target.is_dir() else ""), what))
+    return links
 
 
 # ------------------------------------------------------------------------------ outputs
@@ -203,28 +185,36 @@ def _environment(autoescape: bool) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters.update(number=number, interval_text=interval_text, slug=slug, arrow=arrow, color=plots.color)
-    env.globals.update(plots=plots)
+    env.filters.update(number=number, interval_text=interval_text, slug=slug, arrow=arrow, color=plots.color,
+                       duration=duration, count=count, data_value=data_value)
+    env.globals.update(plots=plots, MODEL=MODEL, BASELINE=BASELINE, REFERENCE=REFERENCE)
     return env
 
 
-def _context(board: Leaderboard, title: str) -> dict[str, Any]:
+def _context(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
     return {
         "title": title,
         "board": board,
         "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "version": package_version(),
-        "run_count": sum(len(row.runs) for row in board.rows),
+        "run_count": sum(len(row.runs) for row in board.models),
         "confidence_percent": f"{board.settings.confidence * 100:g}",
+        "usage_kinds": list(dict.fromkeys(kind for row in board.models for kind in row.judge_usage)),
+        "export_links": links,
+        "reference_notes": [(entry.name, entry.view.references_note) for entry in board.catalog.entries
+                            if entry.view.references_note and any(board.catalog.group(t) == entry.name
+                                                                  for t in board.tasks)],
     }
 
 
-def render_html(board: Leaderboard, answers: Sequence[TaskAnswers], title: str) -> str:
-    charts = {task: [c for c in (plots.bar_chart(col, board.rows) for col in board.columns_of(task)) if c]
-              for task in board.tasks}
+def render_html(board: Leaderboard, answers: Sequence[TaskAnswers], subsets: dict[str, list[SubsetTable]],
+                title: str, links: Sequence[tuple[str, str, str]] = ()) -> str:
+    charts = {task: [c for c in (plots.bar_chart(col, board.rows) for col in board.columns_of(task, diagnostic=False))
+                     if c] for task in board.tasks}
     return _environment(True).get_template("index.html.j2").render(
-        **_context(board, title), answers=answers, charts=charts, scatters=plots.ems_scatters(board),
-        run_provenance=run_provenance, task_provenance=task_provenance,
+        **_context(board, title, links), answers=answers, subsets=subsets, charts=charts,
+        scatters=plots.precision_recall_scatters(board), run_provenance=run_provenance,
+        task_provenance=task_provenance,
     )
 
 
@@ -233,10 +223,10 @@ def md_cell(text: str) -> str:
     return " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
 
 
-def render_markdown(board: Leaderboard, title: str) -> str:
+def render_markdown(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str]] = ()) -> str:
     env = _environment(False)
     env.filters["md"] = md_cell
-    return env.get_template("leaderboard.md.j2").render(**_context(board, title))
+    return env.get_template("leaderboard.md.j2").render(**_context(board, title, links))
 
 
 def _spreadsheet_safe(text: str) -> str:
@@ -244,23 +234,25 @@ def _spreadsheet_safe(text: str) -> str:
 
 
 def render_csv(board: Leaderboard) -> str:
-    """One row per leaderboard row; per column the mean, interval bounds, method and n."""
-    header = ["row", "run", "model", "results_files"]
+    """One line per row (models, baselines, reference rows); per column the mean, interval
+    bounds, method and n; empty where there is no figure."""
+    header = ["row", "kind", "rank", "label", "model", "seconds", "results_files"]
     for column in board.columns:
         header += [column.key, f"{column.key} low", f"{column.key} high", f"{column.key} interval", f"{column.key} n"]
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([_spreadsheet_safe(h) for h in header])
     for row in board.rows:
-        line = [str(row.index), _spreadsheet_safe(row.label), _spreadsheet_safe(row.runs[0].model),
+        line = [str(row.index), row.kind, "" if row.rank is None else str(row.rank), _spreadsheet_safe(row.label),
+                _spreadsheet_safe(row.model_id), data_value(row.seconds),
                 _spreadsheet_safe(" ".join(str(run.source) for run in row.runs))]
         for column in board.columns:
             cell = row.cells.get(column.key)
-            if cell is None:
+            if cell is None or not math.isfinite(cell.interval.mean):
                 line += [""] * 5
                 continue
             i = cell.interval
-            line += [repr(i.mean), repr(i.low) if i.has_bounds else "", repr(i.high) if i.has_bounds else "",
-                     i.method, str(i.n)]
+            bounds = [data_value(i.low), data_value(i.high)] if i.has_bounds else ["", ""]
+            line += [data_value(i.mean), *bounds, i.method, str(i.n) if i.n else ""]
         writer.writerow(line)
     return out.getvalue()

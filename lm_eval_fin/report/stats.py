@@ -23,6 +23,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -123,7 +124,7 @@ def bootstrap_interval(
     return Interval(mean, float(low), float(high), len(kept), dropped, BOOTSTRAP)
 
 
-def stderr_interval(mean: object, stderr: object, n: int = 0, confidence: float = CONFIDENCE) -> Interval:
+def stderr_interval(mean: Any, stderr: Any, n: int = 0, confidence: float = CONFIDENCE) -> Interval:
     """``mean ± z·stderr`` (z = 1.96 for 95 %) from lm-eval's reported figures. A missing or
     unreadable stderr (lm-eval writes ``"N/A"``) gives the bare mean (method :data:`NONE`)."""
     _check(confidence, 1)

@@ -18,6 +18,7 @@ from lm_eval_fin import paths
 from lm_eval_fin.benchmarks.fin_agentbench import data, scales
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import fit_chunks
 from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, read_ranking, score_ranking
+from lm_eval_fin.benchmarks.fin_agentbench.view import VIEW
 from lm_eval_fin.degenerate import in_input_order
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
@@ -151,6 +152,7 @@ BENCHMARK = Benchmark(
     score=read_rankings,
     prompt=lambda doc: doc["prompt"],
     scales=scales.SCALES,
+    view=VIEW,
     headline={
         "fin_agentbench_doc": ("ndcg@5", "map@5", "mrr@5", "parse_failure"),
         "fin_agentbench_chunk": ("ndcg@10", "map@10", "mrr@10", "parse_failure"),

@@ -32,6 +32,7 @@ from typing import Any
 
 from lm_eval_fin import paths, textsim
 from lm_eval_fin.benchmarks.fin_ems import data, prompt, scales, score
+from lm_eval_fin.benchmarks.fin_ems.view import VIEW
 from lm_eval_fin.ems.pipeline import DEFAULT_SUMMARY_REMOVAL
 from lm_eval_fin.ems.prompts import SUMMARY_REMOVAL_MODES
 from lm_eval_fin.harness import taskfiles
@@ -163,6 +164,7 @@ BENCHMARK = Benchmark(
     check_data=_records,
     score=score_documents,
     prompt=prompt.render_prompt,
+    view=VIEW,
     judged=True,
     scales=scales.SCALES,
     headline={TASK: ("ems_llm_f1", "ems_offline_bertscore_f1", "ems_offline_rouge_f1", "rouge_l_f1", "bertscore_f1")},

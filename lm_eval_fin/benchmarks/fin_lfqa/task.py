@@ -24,6 +24,7 @@ from typing import Any
 
 from lm_eval_fin import paths, textsim
 from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, refine, scales, score
+from lm_eval_fin.benchmarks.fin_lfqa.view import VIEW
 from lm_eval_fin.harness import multistep, replay, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
 from lm_eval_fin.harness.preflight import UnscorableData
@@ -222,6 +223,7 @@ BENCHMARK = Benchmark(
     settings=SETTINGS,
     check_data=_check_data,
     score=score_answers_batch,
+    view=VIEW,
     keep=keep_traces,
     prompt=lambda doc: (prompt.build_answer_prompt if doc.get("protocol") == "fin_lfqa_posthoc" else prompt.build_prompt)(doc),
     judged=True,

@@ -1,0 +1,88 @@
+"""What the report knows of each benchmark: its view, its headline metrics and whether its
+tasks are judged, read from the benchmarks the command line hands over (objects with ``name``,
+``headline``, ``judged`` and ``view``, as ``lm_eval_fin.harness.benchmark.Benchmark`` has; the
+report does not import them). A task no benchmark owns gets the generic view.
+
+Which metrics are diagnostics (how a run went, not how good its answers are) is decided here
+for the names every benchmark shares (truncation, parse and judge failures, degenerate
+answers, judge usage) and by each view for its own (``View.diagnostics``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lm_eval_fin.report.blocks import GENERIC, View
+
+# the per-answer metric the tasks log: 1.0 where the answer is empty, a repetition, an echo of
+# the prompt, or (rankings) the candidates in their input order
+DEGENERATE = "degenerate_answer"
+# per-answer counts of judge work, summed over a run for its usage columns
+JUDGE_USAGE = {
+    "requests": re.compile(r"(?:.+_)?judge_requests$"),
+    "model calls": re.compile(r"(?:.+_)?judge_model_calls$"),
+    "prompt tokens": re.compile(r"(?:.+_)?judge_prompt_tokens$"),
+    "completion tokens": re.compile(r"(?:.+_)?judge_completion_tokens$"),
+}
+SHARED_DIAGNOSTICS = (
+    r"truncated_.*", r"(?:.+_)?parse_failures?", r"(?:.+_)?judge_(?:failure|parse_failure|skipped)",
+    r"(?:.+_)?judge_(?:requests|cache_hits|model_calls|prompt_tokens|completion_tokens|rounds)", DEGENERATE,
+)
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str
+    view: View
+    headline: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    judged: bool = False
+
+    def owns(self, task: str) -> bool:
+        return task == self.name or task.startswith(self.name + "_")
+
+
+class Catalog:
+    def __init__(self, benchmarks: Iterable[Any] = ()):
+        self.entries = [
+            Entry(
+                name=str(b.name),
+                view=b.view if isinstance(getattr(b, "view", None), View) else GENERIC,
+                headline=dict(getattr(b, "headline", None) or {}),
+                judged=bool(getattr(b, "judged", False)),
+            )
+            for b in benchmarks
+        ]
+
+    def entry(self, task: str) -> Entry | None:
+        """The benchmark that owns ``task`` (the longest matching name wins)."""
+        owners = [entry for entry in self.entries if entry.owns(task)]
+        return max(owners, key=lambda entry: len(entry.name)) if owners else None
+
+    def group(self, task: str) -> str:
+        """The name a task is grouped under: its benchmark's, else its own."""
+        entry = self.entry(task)
+        return entry.name if entry else task
+
+    def view(self, task: str) -> View:
+        entry = self.entry(task)
+        return entry.view if entry else GENERIC
+
+    def headline(self, task: str) -> tuple[str, ...]:
+        entry = self.entry(task)
+        return tuple(entry.headline.get(task, ())) if entry else ()
+
+    def judged(self, task: str) -> bool:
+        entry = self.entry(task)
+        return bool(entry and entry.judged)
+
+    def is_diagnostic(self, task: str, metric: str) -> bool:
+        patterns = (*SHARED_DIAGNOSTICS, *self.view(task).diagnostics)
+        return any(re.fullmatch(pattern, metric) for pattern in patterns)
+
+
+def usage_kind(metric: str) -> str | None:
+    """Which judge-usage column a per-answer count goes in, if any."""
+    return next((kind for kind, pattern in JUDGE_USAGE.items() if pattern.fullmatch(metric)), None)

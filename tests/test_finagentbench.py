@@ -90,11 +90,10 @@ def test_process_results_scores_and_counts_parse_failures(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [document_record("d1", "Q?", {"1": 2, "4": 1, "0": 0})])
     doc = UTILS.load_document_ranking(data_path=str(path), pretrained="ignored-model-arg")["test"][0]
     good = UTILS.process_results_doc(doc, ["[1, 4, 0, 2, 3]"])
-    assert good == {"ndcg@5": 1.0, "map@5": 1.0, "mrr@5": 1.0, "ndcg@10": 1.0, "map@10": 1.0, "mrr@10": 1.0,
-                    "parse_failure": 0.0, "truncated_answers": 0.0}
+    scores = [f"{m}@{k}" for k in (5, 10) for m in ("ndcg", "map", "map_hits", "mrr")]
+    assert good == {**dict.fromkeys(scores, 1.0), "parse_failure": 0.0, "truncated_answers": 0.0}
     bad = UTILS.process_results_doc(doc, ["I refuse."])
-    assert bad == {"ndcg@5": 0.0, "map@5": 0.0, "mrr@5": 0.0, "ndcg@10": 0.0, "map@10": 0.0, "mrr@10": 0.0,
-                   "parse_failure": 1.0, "truncated_answers": 0.0}
+    assert bad == {**dict.fromkeys(scores, 0.0), "parse_failure": 1.0, "truncated_answers": 0.0}
     by_name = UTILS.process_results_doc(doc, ["1. Earnings\n2. 10-K"])
     assert by_name["mrr@5"] == 1.0 and by_name["parse_failure"] == 0.0
     assert by_name["ndcg@5"] < 1.0
@@ -142,10 +141,12 @@ def test_both_tasks_report_at_5_and_at_10(tmp_path):
     assert got["ndcg@5"] == pytest.approx(1 / ideal)
     assert got["ndcg@10"] == pytest.approx((1 + 3 / math.log2(7)) / ideal)
     assert got["map@5"] == pytest.approx(1 / 2) and got["map@10"] == pytest.approx((1 + 2 / 6) / 2)
+    # over the hits: one hit within 5 (precision 1), two within 10
+    assert got["map_hits@5"] == 1.0 and got["map_hits@10"] == pytest.approx((1 + 2 / 6) / 2)
     assert got["mrr@5"] == got["mrr@10"] == 1.0
     for task in ("fin_agentbench_doc", "fin_agentbench_chunk"):
         listed = set(taskfiles.higher_is_better(task))
-        assert {f"{m}@{k}" for m in ("ndcg", "map", "mrr") for k in (5, 10)} <= listed, task
+        assert {f"{m}@{k}" for m in ("ndcg", "map", "map_hits", "mrr") for k in (5, 10)} <= listed, task
 
 
 def test_split_challenge_prompt_gives_back_the_prompt():

@@ -24,8 +24,8 @@ from lm_eval_fin.harness.run import run_harness
 DEMO_ANSWER_TOKENS = {"fin_ems": 384, "fin_lfqa": 384}
 # The figures the summary shows for each task (the results files hold them all).
 HEADLINES = {
-    "fin_agentbench_doc": ("ndcg@5", "map@5", "mrr@5", "parse_failure"),
-    "fin_agentbench_chunk": ("ndcg@10", "map@10", "mrr@10", "parse_failure"),
+    "fin_agentbench_doc": ("ndcg@5", "map@5", "map_hits@5", "mrr@5", "parse_failure"),
+    "fin_agentbench_chunk": ("ndcg@10", "map@10", "map_hits@10", "mrr@10", "parse_failure"),
     "fin_ems": ("ems_offline_bertscore_f1", "ems_offline_rouge_f1", "rouge_l_f1", "bertscore_f1"),
     "fin_lfqa": ("numeric_f1", "evidence_f1", "code_exec_rate", "rouge_l", "parse_failure"),
 }

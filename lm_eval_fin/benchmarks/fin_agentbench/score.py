@@ -17,8 +17,9 @@ class UngradedError(ValueError):
 
 
 def score_answer(doc: dict[str, Any], answer: str, gain: str, depths: Sequence[int] = DEPTHS) -> dict[str, float]:
-    """nDCG, MAP and MRR at each depth of one answer, and whether it was a parse failure (an
-    unparsable answer is an empty ranking: every score 0)."""
+    """nDCG, MAP (trec_eval's ``map`` and the papers' ``map_hits``, see :mod:`lm_eval_fin.ranking`)
+    and MRR at each depth of one answer, and whether it was a parse failure (an unparsable
+    answer is an empty ranking: every score 0)."""
     if not doc["qrel"]:
         raise UngradedError(
             f"record {doc['id']} has no 'qrel' (an eval file without grades): it cannot be "
@@ -30,6 +31,6 @@ def score_answer(doc: dict[str, Any], answer: str, gain: str, depths: Sequence[i
     scores: dict[str, float] = {}
     for k in depths:
         at_k = rank_metrics(ranking, qrel, k=k, gain=gain)
-        scores.update({f"ndcg@{k}": at_k["ndcg"], f"map@{k}": at_k["map"], f"mrr@{k}": at_k["mrr"]})
+        scores.update({f"{name}@{k}": value for name, value in at_k.items()})
     scores["parse_failure"] = float(ranking is None)
     return scores

@@ -133,8 +133,12 @@ def test_the_answer_budget_defaults_to_the_yaml(embedded_model_dir):
         task.load_dataset(bertscore_model="offline", data_path=DEMO, **metadata)
 
 
-def test_unloadable_tokenizer_means_no_fitting(tmp_path, caplog):
-    docs = list(task.load_dataset(bertscore_model="offline", data_path=DEMO, pretrained=str(tmp_path / "no-model"), judge="none")["test"])
+def test_an_unloadable_tokenizer_stops_the_load(tmp_path, caplog):
+    """Issue 23: transcripts went whole (lm-eval then cut them from the left) with a warning."""
+    with pytest.raises(SettingsError, match=r"^fin_ems: cannot fit prompts to the model's context: the tokenizer of"):
+        task.load_dataset(bertscore_model="offline", data_path=DEMO, pretrained=str(tmp_path / "no-model"), judge="none")
+    # no model named (a loader called from Python): nothing to fit to, said in a warning
+    docs = list(task.load_dataset(bertscore_model="offline", data_path=DEMO, judge="none")["test"])
     assert not any(d["truncated"] for d in docs)
     assert "not fitted to the context" in caplog.text
 

@@ -24,8 +24,10 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 from lm_eval_fin import exit_status, paths
+from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.harness import corpus, outputs, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
+from lm_eval_fin.harness.settings import SettingsError
 from lm_eval_fin.judge.options import (
     JUDGE_ENV,
     JUDGE_OPTIONS_ENV,
@@ -188,6 +190,11 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
     try:
         with environment_set(environment):
             cli_evaluate()
+    except SettingsError as exc:
+        # raised while lm-eval loads a task's dataset (a model argument the pre-check cannot see,
+        # such as a tokenizer that does not load), so before any generation
+        print(f"{PROG}: error: {one_line(exc, 1000)}", file=sys.stderr)
+        return exit_status.USAGE
     finally:
         sys.argv = saved_argv
     failures = corpus.FAILURES[failures_before:]

@@ -13,7 +13,7 @@ The definitions (README, "Metric definitions"):
 * MAP@k over the hits (``map_hits``): the same sum divided by the number of relevant items
   found within the top k (0 when there is none): the convention the FinCARDS tables imply
   (tasks/fin_agentbench/README.md has the evidence). The two agree when every relevant item
-  is within the top k; otherwise ``map_hits`` is the higher;
+  is within the top k; ``map_hits`` is never the lower;
 * MRR@k: 1 / rank of the first relevant item within k, else 0;
 * an id the model repeats counts once (first occurrence); ids that are not candidates are
   dropped by :func:`parse_ranking`; ids are compared by their string form, so ``3`` and ``"3"``

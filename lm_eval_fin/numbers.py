@@ -9,7 +9,9 @@ Extraction turns a text into the set of values it states:
   0.05): ``%`` / ``percent`` / ``per cent``, ``x`` multiples, ``-fold`` (``3.5-fold`` is 3.5),
   basis points ``bp`` / ``bps`` / ``basis point(s)`` and percentage points ``pp`` / ``ppt`` /
   ``percentage point(s)`` (50 bps is 50, which matches 0.5% through the factor 100; 1.5pp is
-  1.5, the same number as 1.5%);
+  1.5, the same number as 1.5%), points; a unit may be joined by a hyphen, as in a compound
+  adjective (``a 0.75-point gain``, ``a 25-basis-point cut``, ``a 1.5-percentage-point rise``,
+  ``a 50-bp move``);
 * scale words multiply: thousand, million, billion, trillion (also plural, also after a
   hyphen: ``$1.5-billion``) and the short forms k, m/mm/mn/mln/mil, b/bn/bln, t/tn/trn, glued
   or after one space, in any case; so "3 million", "3,000 thousand" and "3,000,000" are one
@@ -69,9 +71,12 @@ _SCALE_WORDS = {
     "trillion": 1e12, "trillions": 1e12, "t": 1e12, "tn": 1e12, "trn": 1e12,
 }
 _SCALE_ALTERNATION = "|".join(sorted(_SCALE_WORDS, key=len, reverse=True))
-# The scale words a hyphen may join to the figure ("$1.5-billion"); not the short forms,
-# or "10-K" would read as ten thousand.
-_HYPHEN_WORDS = r"(?:thousand|million|billion|trillion)s?|fold|percent"
+# The scale words and units a hyphen may join to the figure ("$1.5-billion", "a 0.75-point
+# gain", "a 25-basis-point cut"); not the short scale forms, or "10-K" would read as ten
+# thousand, and no other word ("5-year" states a duration).
+_HYPHEN_WORDS = (
+    r"(?:thousand|million|billion|trillion)s?|fold|percent|points?|basis-points?|percentage-points?|bps?|pp|ppts?"
+)
 _CURRENCY_CODES = "USD|EUR|GBP|JPY|CNY|RMB|CAD|AUD|CHF|INR|HKD|SGD|KRW"
 _CURRENCY = rf"(?:US\$|[$€£¥₹]|(?:{_CURRENCY_CODES})(?![A-Za-z]))"
 _UNIT = (

@@ -1,4 +1,4 @@
-"""Ranking metrics (nDCG@k, MAP@k, MRR@k) and tolerant parsing of a model's ranking.
+"""Ranking metrics (nDCG@k, MAP@k in two conventions, MRR@k) and tolerant parsing of a model's ranking.
 
 The definitions (README, "Metric definitions"):
 
@@ -8,8 +8,12 @@ The definitions (README, "Metric definitions"):
   candidates of the query sorted by grade and cut at k; gain is ``2**g - 1`` (exponential,
   the default) or ``g`` (linear, trec_eval's ndcg_cut) for a relevant candidate, 0 for any
   other; a query with no relevant item scores 0;
-* MAP@k: the sum of precision@i over the relevant ranks i <= k, divided by the number of
-  relevant items of the whole query (trec_eval's map_cut);
+* MAP@k (``map``): the sum of precision@i over the relevant ranks i <= k, divided by the
+  number of relevant items of the whole query (trec_eval's map_cut);
+* MAP@k over the hits (``map_hits``): the same sum divided by the number of relevant items
+  found within the top k (0 when there is none): the convention the FinCARDS tables imply
+  (tasks/fin_agentbench/README.md has the evidence). The two agree when every relevant item
+  is within the top k; ``map_hits`` is never the lower;
 * MRR@k: 1 / rank of the first relevant item within k, else 0;
 * an id the model repeats counts once (first occurrence); ids that are not candidates are
   dropped by :func:`parse_ranking`; ids are compared by their string form, so ``3`` and ``"3"``
@@ -70,7 +74,8 @@ def rank_metrics(
     k: int,
     gain: str = "exponential",
 ) -> dict[str, float]:
-    """nDCG@k, MAP@k and MRR@k of one query.
+    """nDCG@k, MAP@k (``map``: trec_eval's; ``map_hits``: over the hits within k) and MRR@k
+    of one query.
 
     ``ranking`` holds candidate ids best first (None or empty: an empty ranking, all zeros);
     ``qrel`` maps id -> grade (ungraded ids count as grade 0).
@@ -78,7 +83,10 @@ def rank_metrics(
     >>> rank_metrics([2, 0, 1], {"0": 1, "1": 0, "2": 2}, k=3, gain="linear")["mrr"]
     1.0
     >>> rank_metrics([], {"0": 1}, k=5)
-    {'ndcg': 0.0, 'map': 0.0, 'mrr': 0.0}
+    {'ndcg': 0.0, 'map': 0.0, 'map_hits': 0.0, 'mrr': 0.0}
+    >>> got = rank_metrics(["x", "a", "y"], {"a": 1, "b": 1, "c": 1}, k=3)
+    >>> round(got["map"], 4), got["map_hits"]  # (1/2) / 3 relevant; (1/2) / 1 hit
+    (0.1667, 0.5)
     """
     if gain not in GAINS:
         raise ValueError(f"gain must be one of {GAINS}, got {gain!r}")
@@ -100,6 +108,7 @@ def rank_metrics(
     return {
         "ndcg": ndcg,
         "map": precision_sum / n_relevant if n_relevant else 0.0,
+        "map_hits": precision_sum / hits if hits else 0.0,
         "mrr": 1.0 / first_hit if first_hit else 0.0,
     }
 

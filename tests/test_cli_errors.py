@@ -100,6 +100,17 @@ def test_run_checks_the_judge_server_before_lm_eval_starts(tmp_path):
     one_line_error(done, exit_status.USAGE, "start the server first")
 
 
+def test_run_stops_before_generation_when_prompts_cannot_be_fitted(tmp_path):
+    """Issue 23: a tokenizer that does not load left the chunk prompts whole (and lm-eval cut
+    them from the left). Now the task's load stops the run: one line, status 2. The dummy model
+    loads nothing, so the task's loader is the first to read pretrained=."""
+    done = lm_eval_fin("run", "--model", "dummy", "--model_args", "pretrained=/nonexistent/model",
+                       "--tasks", "fin_agentbench_chunk", "--metadata", json.dumps({"data_path": AGENTBENCH_DEMO}),
+                       "--limit", "1", cwd=tmp_path)
+    one_line_error(done, exit_status.USAGE,
+                   "fin_agentbench_chunk: cannot fit prompts to the model's context: the tokenizer of '/nonexistent/model'")
+
+
 def test_run_names_a_bertscore_model_that_cannot_load_offline(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home")}
     done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_lfqa", "--metadata",

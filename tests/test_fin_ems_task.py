@@ -98,6 +98,21 @@ def test_metric_names_follow_the_judge_setting():
     assert task.process_results(dict(base, settings=settings_json(judge="none")), [])["rouge_l_f1"] == 0.0
 
 
+def test_the_answer_prompt_asks_what_figure_3_asks():
+    """Issue 23: the prompt asked for "a detailed, well-organised answer: cover all the relevant
+    points", where the paper's only answer prompt (Figure 3, behind the references) asks for a
+    clear, complete, accurate and concise answer without citations."""
+    doc = {"id": "x", "company": "Apple", "ticker": "AAPL", "call_date": "2024-10-31",
+           "transcript": "Tim Cook: revenue grew 6%.", "question": "How did revenue change?"}
+    text = prompt.render_prompt(doc)
+    for asked in ("clear:", "complete:", "accurate:", "concise:", "Do not include citations",
+                  "read the answer again", "no needless words"):
+        assert asked in text, asked
+    assert "detailed" not in text and "cover all the relevant points" not in text
+    assert text.index("Tim Cook: revenue grew 6%.") < text.index("concise:") < text.index("Question: How did revenue")
+    assert text.endswith("Question: How did revenue change?")
+
+
 def test_transcripts_are_cut_to_fit_and_the_question_survives(embedded_model_dir):
     max_length, max_gen_toks = 480, 16
     metadata = {
@@ -133,8 +148,12 @@ def test_the_answer_budget_defaults_to_the_yaml(embedded_model_dir):
         task.load_dataset(bertscore_model="offline", data_path=DEMO, **metadata)
 
 
-def test_unloadable_tokenizer_means_no_fitting(tmp_path, caplog):
-    docs = list(task.load_dataset(bertscore_model="offline", data_path=DEMO, pretrained=str(tmp_path / "no-model"), judge="none")["test"])
+def test_an_unloadable_tokenizer_stops_the_load(tmp_path, caplog):
+    """Issue 23: transcripts went whole (lm-eval then cut them from the left) with a warning."""
+    with pytest.raises(SettingsError, match=r"^fin_ems: cannot fit prompts to the model's context: the tokenizer of"):
+        task.load_dataset(bertscore_model="offline", data_path=DEMO, pretrained=str(tmp_path / "no-model"), judge="none")
+    # no model named (a loader called from Python): nothing to fit to, said in a warning
+    docs = list(task.load_dataset(bertscore_model="offline", data_path=DEMO, judge="none")["test"])
     assert not any(d["truncated"] for d in docs)
     assert "not fitted to the context" in caplog.text
 

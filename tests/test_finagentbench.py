@@ -9,7 +9,8 @@ import pytest
 from lm_eval_fin import paths
 from lm_eval_fin.benchmarks.fin_agentbench import data, prompt
 from lm_eval_fin.harness import taskfiles
-from lm_eval_fin.harness.fitting import prompt_fitter
+from lm_eval_fin.harness.fitting import config_arguments, prompt_fitter, tokenizer_arguments
+from lm_eval_fin.harness.settings import SettingsError
 from tests.finagentbench_fixtures import chunk_prompt, document_record, write_jsonl
 
 
@@ -90,11 +91,10 @@ def test_process_results_scores_and_counts_parse_failures(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [document_record("d1", "Q?", {"1": 2, "4": 1, "0": 0})])
     doc = UTILS.load_document_ranking(data_path=str(path), pretrained="ignored-model-arg")["test"][0]
     good = UTILS.process_results_doc(doc, ["[1, 4, 0, 2, 3]"])
-    assert good == {"ndcg@5": 1.0, "map@5": 1.0, "mrr@5": 1.0, "ndcg@10": 1.0, "map@10": 1.0, "mrr@10": 1.0,
-                    "parse_failure": 0.0, "truncated_answers": 0.0}
+    scores = [f"{m}@{k}" for k in (5, 10) for m in ("ndcg", "map", "map_hits", "mrr")]
+    assert good == {**dict.fromkeys(scores, 1.0), "parse_failure": 0.0, "truncated_answers": 0.0}
     bad = UTILS.process_results_doc(doc, ["I refuse."])
-    assert bad == {"ndcg@5": 0.0, "map@5": 0.0, "mrr@5": 0.0, "ndcg@10": 0.0, "map@10": 0.0, "mrr@10": 0.0,
-                   "parse_failure": 1.0, "truncated_answers": 0.0}
+    assert bad == {**dict.fromkeys(scores, 0.0), "parse_failure": 1.0, "truncated_answers": 0.0}
     by_name = UTILS.process_results_doc(doc, ["1. Earnings\n2. 10-K"])
     assert by_name["mrr@5"] == 1.0 and by_name["parse_failure"] == 0.0
     assert by_name["ndcg@5"] < 1.0
@@ -142,10 +142,12 @@ def test_both_tasks_report_at_5_and_at_10(tmp_path):
     assert got["ndcg@5"] == pytest.approx(1 / ideal)
     assert got["ndcg@10"] == pytest.approx((1 + 3 / math.log2(7)) / ideal)
     assert got["map@5"] == pytest.approx(1 / 2) and got["map@10"] == pytest.approx((1 + 2 / 6) / 2)
+    # over the hits: one hit within 5 (precision 1), two within 10
+    assert got["map_hits@5"] == 1.0 and got["map_hits@10"] == pytest.approx((1 + 2 / 6) / 2)
     assert got["mrr@5"] == got["mrr@10"] == 1.0
     for task in ("fin_agentbench_doc", "fin_agentbench_chunk"):
         listed = set(taskfiles.higher_is_better(task))
-        assert {f"{m}@{k}" for m in ("ndcg", "map", "mrr") for k in (5, 10)} <= listed, task
+        assert {f"{m}@{k}" for m in ("ndcg", "map", "map_hits", "mrr") for k in (5, 10)} <= listed, task
 
 
 def test_split_challenge_prompt_gives_back_the_prompt():
@@ -195,8 +197,48 @@ def test_chunk_prompts_leave_room_for_the_yaml_answer_budget(tmp_path, embedded_
     assert doc["truncated"] and fitter.prompt_tokens(doc["prompt"]) <= 700 - 128
 
 
-def test_without_a_tokenizer_chunk_prompts_are_used_whole(tmp_path, caplog):
+def test_a_tokenizer_that_does_not_load_stops_the_load_in_one_line(tmp_path, caplog):
+    """Issue 23: the fitter warned and sent the whole prompt, which lm-eval then cut from the left."""
     path = _chunk_file(tmp_path, ["a", "b"], {"0": 1})
-    doc = UTILS.load_chunk_ranking(data_path=str(path), pretrained=str(tmp_path / "no-model"))["test"][0]
+    with pytest.raises(SettingsError) as caught:
+        UTILS.load_chunk_ranking(data_path=str(path), pretrained=str(tmp_path / "no-model"))
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("fin_agentbench_chunk: cannot fit prompts")
+    assert f"the tokenizer of '{tmp_path / 'no-model'}' does not load" in message and "tokenizer=<hub id" in message
+    # no model named at all (a loader called from Python): nothing to fit to, said in a warning
+    doc = UTILS.load_chunk_ranking(data_path=str(path))["test"][0]
     assert not doc["truncated"] and doc["prompt_tokens"] == -1
     assert "not fitted to the context" in caplog.text
+
+
+def test_a_gguf_models_chunk_prompt_is_fitted_and_counted(tmp_path):
+    """Issue 23: with gguf_file= the tokenizer failed to load and a 19k-token prompt went whole
+    with truncated_documents 0. The embedded model is a GGUF file; its own tokenizer fits it."""
+    gguf = paths.embedded_gguf()
+    chunks = [f"Chunk {i}: segment revenue was ${i}.5 million against costs of ${i}.1 million. " * 8 for i in range(60)]
+    path = _chunk_file(tmp_path, chunks, {"0": 2, "59": 1})
+    metadata = {"pretrained": str(gguf.parent), "gguf_file": gguf.name, "max_length": 2048}
+    doc = UTILS.load_chunk_ranking(data_path=str(path), **metadata)["test"][0]
+    assert doc["truncated"] and doc["prompt_tokens"] > 2048 and 0 < doc["dropped_chunks"] < 60
+    fitter = prompt_fitter(metadata, 128, "fin_agentbench_chunk")
+    assert fitter.prompt_tokens(doc["prompt"]) <= 2048 - 128
+    assert "Question: What was Northwind's revenue in fiscal 2025?" in doc["prompt"]
+    assert UTILS.process_results_chunk(doc, ["[0]"])["truncated_documents"] == 1.0
+
+
+def test_tokenizer_arguments_follow_lm_evals_models():
+    hf = {"pretrained": "m", "revision": "r1", "trust_remote_code": True, "gguf_file": "m.gguf", "subfolder": "s"}
+    assert tokenizer_arguments(hf) == ("m", {"trust_remote_code": True, "revision": "r1", "gguf_file": "m.gguf",
+                                             "subfolder": "s"})
+    # a separate tokenizer: no GGUF file for it (lm-eval's hf does the same)
+    assert tokenizer_arguments({**hf, "tokenizer": "t"})[1].get("gguf_file") is None
+    assert tokenizer_arguments({**hf, "tokenizer": "t"})[0] == "t"
+    # vllm's spellings, and model arguments lm-eval left as strings
+    vllm = {"pretrained": "m", "tokenizer_revision": "r2", "revision": "r1", "tokenizer_mode": "slow",
+            "trust_remote_code": "True"}
+    assert tokenizer_arguments(vllm) == ("m", {"trust_remote_code": True, "revision": "r2", "use_fast": False})
+    assert tokenizer_arguments({"model": "gpt-4o", "use_fast_tokenizer": False}) == (
+        "gpt-4o", {"trust_remote_code": False, "use_fast": False})
+    assert tokenizer_arguments({"max_length": 10}) == (None, {"trust_remote_code": False})
+    assert config_arguments(hf) == ("m", {"trust_remote_code": True, "revision": "r1", "subfolder": "s",
+                                          "gguf_file": "m.gguf"})

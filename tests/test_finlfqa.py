@@ -222,6 +222,26 @@ def test_no_prompt_asks_for_functions_without_arguments():
     assert "Professional knowledge" not in prompts[1]  # the paper's answer step has no knowledge list
 
 
+def test_worked_examples_do_not_decide_the_code_execution_outcome():
+    """Issue 23: the end-to-end example was a function without parameters holding its numbers
+    (a model copying its shape passes the call), the post-hoc one a function of two parameters
+    (a model copying it always fails). Every example now shows the code's slot, in words:
+    copied, it runs as no function at all, neither as a pass nor as a missing-arguments failure."""
+    from lm_eval_fin import attribution, sandbox
+
+    doc = document()
+    prompts = [prompt.build_prompt(doc), prompt.build_attribution_prompt(doc, "1. x"),
+               prompt.build_revision_prompt(doc, "1. x", "fix it")]
+    for text in prompts:
+        example = text[text.index("An example"):text.index("stands for your own code.")]
+        assert "def " not in example and "lambda" not in example and prompt.CODE_SLOT in example
+        codes = [c for clause in attribution.parse_answer(example.split(":\n", 1)[1], ["ABC", "XYZ"]).clauses
+                 for c in clause.code]
+        assert codes == [prompt.CODE_SLOT]
+    result = sandbox.run_code(prompt.CODE_SLOT)
+    assert not result.ok and result.category != "missing_arguments"
+
+
 # --------------------------------------------------------------------- per-document scores
 
 
@@ -368,6 +388,20 @@ def test_bertscore_aggregation_names_its_model(caplog):
     assert math.isnan(corpus_metric(items_of([(missing, "x")], "bertscore_f1")))
 
 
+def test_the_judge_gets_the_papers_inputs_and_criteria():
+    """Issue 23: the judge saw the knowledge list (the paper's does not) and asked whether the
+    cited paragraphs support each clause (the paper: are all claims substantiated by the reports)."""
+    doc = document()
+    answer = "1. CWT's net interest expense rose 25% to $125 million.\nEvidence: CWT [1]\nCode: none\nKnowledge: [1]"
+    text = judge.judge_prompt(score.answer_data(doc, answer))
+    assert doc["reports"] in text and f"Question: {doc['question']}" in text and answer in text
+    assert "=== Ground truth ===\n" + prompt.render_answer(data.reference_clauses(doc)) in text
+    assert doc["knowledge"] not in text and "Professional knowledge" not in text
+    assert "every claim it makes substantiated by information in the reports" in text
+    assert "agree with the ground truth" in text and "values and calculations exact and correct" in text
+    assert "cited paragraphs" not in text and "paragraphs it cites" not in text
+
+
 def test_without_a_judge_the_judge_metrics_say_skipped(monkeypatch, caplog):
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
     doc_and_answer = [(document(), "1. a\nEvidence: CWT [9]")]
@@ -489,7 +523,7 @@ class ScriptedJudge:
         for request in requests:
             prompt = request.messages[-1]["content"]
             candidate = prompt.split("=== Candidate answer ===")[1]
-            assert request.json_schema == judge.JUDGE_SCHEMA and "=== Reference answer ===" in prompt
+            assert request.json_schema == judge.JUDGE_SCHEMA and "=== Ground truth ===" in prompt
             if "unreachable" in candidate:
                 replies.append(JudgeResponse(text=None, error="connection failed (after 5 attempts)"))
             elif "garble" in candidate and request.attempt == 0:

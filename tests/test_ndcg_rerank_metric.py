@@ -25,7 +25,16 @@ def test_matches_the_core_per_query_mean():
     assert got["ndcg@2"] == pytest.approx(sum(e["ndcg"] for e in expected) / 3)
     assert got["map@2"] == pytest.approx((0.5 + 0.5 + 0) / 3)
     assert got["mrr@2"] == pytest.approx((0.5 + 1 + 0) / 3)
+    # over the hits: query 1 finds its one relevant item (1/2 / 1), query 2 one of two (1 / 1)
+    assert got["map_hits@2"] == pytest.approx((0.5 + 1.0 + 0) / 3)
     assert got["n_queries"] == 3
+
+
+def test_both_map_conventions_by_hand():
+    # relevant a, b, c; the ranking x, a, y finds a at rank 2: precision 1/2
+    got = METRIC.compute(predictions=[["x", "a", "y"]], references=[{"ids": ["a", "b", "c"], "grades": [1, 2, 1]}], k=3)
+    assert got["map@3"] == pytest.approx(0.5 / 3)
+    assert got["map_hits@3"] == pytest.approx(0.5)
 
 
 @pytest.mark.parametrize(
@@ -73,4 +82,5 @@ def test_values_in_unit_interval(queries):
         references=[{"ids": list(q[1]), "grades": list(q[1].values())} for q in queries],
         k=5,
     )
-    assert all(0.0 <= got[name] <= 1.0 + 1e-12 for name in ("ndcg@5", "map@5", "mrr@5"))
+    assert all(0.0 <= got[name] <= 1.0 + 1e-12 for name in ("ndcg@5", "map@5", "map_hits@5", "mrr@5"))
+    assert got["map_hits@5"] >= got["map@5"] - 1e-12

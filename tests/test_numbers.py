@@ -70,6 +70,11 @@ def test_which_parentheses_are_accounting_negatives(text, values):
         ("1.2-1.5 billion", [1.2, 1.5e9]),  # a scale word is not shared across a range
         ("50 bp, 25 basis point, 1 percentage point, 2 ppt", [50, 25, 1, 2]),
         ("2e-3 and 1E3", [0.002, 1000]),
+        # issue 23: a unit joined by a hyphen, as in a compound adjective (each read nothing)
+        ("a 0.75-point gain", [0.75]),
+        ("a 25-basis-point cut and a 1.5-percentage-point rise", [25, 1.5]),
+        ("a 50-bp move, a 2-points drop, a 0.5-pp widening", [50, 2, 0.5]),
+        ("a 0.75-pointed tip and a 10-K and a 5-year note", []),  # other words after a hyphen still are not units
         # a number is read whole or not at all
         ("1.5zz and 1,234zz and 3.5-year and 5-year", []),
         ("2023,2024", []),  # two years, not 2023 then 024
@@ -104,6 +109,9 @@ def test_units_match_through_the_scale_factors():
     # 50 bps = 0.5%: the factor 100 between them; 1.5pp is 1.5, as 1.5%
     assert numeric_prf("widened 50 bps", "widened 0.5%") == (1.0, 1.0, 1.0)
     assert numeric_prf("up 1.5pp", "up 1.5 percentage points to 12%") == pytest.approx((1.0, 0.5, 2 / 3))
+    # a hyphenated unit: "a 0.75-point gain" states 0.75 (issue 23: it stated nothing)
+    assert numeric_prf("a 0.75-point gain in margin", "margin rose 0.75 percentage points") == (1.0, 1.0, 1.0)
+    assert numeric_prf("a 25-basis-point cut", "cut by 0.25%") == (1.0, 1.0, 1.0)
     # a range's bounds match the reference's bounds; the old reading (-12) missed one
     assert numeric_prf("between 10%-12%", "10% to 12%") == (1.0, 1.0, 1.0)
 

@@ -22,7 +22,23 @@ def test_graded_ties_exponential_gain():
     assert got["ndcg"] == pytest.approx(dcg / ideal)
     # relevant: a, b, c (3 of them); hits at ranks 1 and 2 within k=3
     assert got["map"] == pytest.approx((1 / 1 + 2 / 2) / 3)
+    assert got["map_hits"] == pytest.approx((1 / 1 + 2 / 2) / 2)  # two of them within k=3
     assert got["mrr"] == 1.0
+
+
+def test_map_conventions_by_hand():
+    # issue 23: relevant r1..r4 (four); the ranking finds r1 at rank 2 and r2 at rank 5 of k=5
+    qrel = {"r1": 1, "r2": 2, "r3": 1, "r4": 1, "n1": 0, "n2": 0, "n3": 0}
+    got = rank_metrics(["n1", "r1", "n2", "n3", "r2", "r3"], qrel, k=5)
+    precision_sum = 1 / 2 + 2 / 5  # 0.9
+    assert got["map"] == pytest.approx(precision_sum / 4)  # 0.225: over every relevant item
+    assert got["map_hits"] == pytest.approx(precision_sum / 2)  # 0.45: over the two hits
+    # every relevant item within k: the two agree
+    both = rank_metrics(["r1", "n1", "r2"], {"r1": 1, "r2": 1, "n1": 0}, k=3)
+    assert both["map"] == both["map_hits"] == pytest.approx((1 + 2 / 3) / 2)
+    # one hit at rank 1 and three relevant items missed: map_hits says 1.0, map 0.25
+    lone = rank_metrics(["r1", "n1"], qrel, k=2)
+    assert (lone["map"], lone["map_hits"]) == (pytest.approx(0.25), 1.0)
 
 
 def test_linear_gain_differs_from_exponential():
@@ -34,19 +50,20 @@ def test_linear_gain_differs_from_exponential():
 
 
 def test_no_relevant_item_scores_zero():
-    assert rank_metrics(["a", "b"], {"a": 0, "b": 0}, k=5) == {"ndcg": 0.0, "map": 0.0, "mrr": 0.0}
-    assert rank_metrics(["a"], {}, k=5) == {"ndcg": 0.0, "map": 0.0, "mrr": 0.0}
+    zero = {"ndcg": 0.0, "map": 0.0, "map_hits": 0.0, "mrr": 0.0}
+    assert rank_metrics(["a", "b"], {"a": 0, "b": 0}, k=5) == zero
+    assert rank_metrics(["a"], {}, k=5) == zero
 
 
 def test_relevance_is_grade_at_least_one_with_fractional_grades():
     # issue 16, point 9: the only graded candidate has grade 0.5, which is not relevant;
     # nDCG was 1.0 (ideal DCG from the 0.5 grade), MAP and MRR 0
-    assert rank_metrics(["a", "b"], {"a": 0.5, "b": 0}, k=5) == {"ndcg": 0.0, "map": 0.0, "mrr": 0.0}
+    assert rank_metrics(["a", "b"], {"a": 0.5, "b": 0}, k=5) == {"ndcg": 0.0, "map": 0.0, "map_hits": 0.0, "mrr": 0.0}
     # a fractional grade >= 1 is relevant with its own gain; one below 1 brings none
     got = rank_metrics(["c", "a", "b"], {"a": 1.5, "b": 0.5, "c": 0.9}, k=3)
     gain = 2**1.5 - 1
     assert got["ndcg"] == pytest.approx((gain / LOG2_3) / gain)
-    assert got["map"] == pytest.approx(1 / 2)  # one relevant item, found at rank 2
+    assert got["map"] == got["map_hits"] == pytest.approx(1 / 2)  # one relevant item, found at rank 2
     assert got["mrr"] == pytest.approx(1 / 2)
     linear = rank_metrics(["b", "a"], {"a": 1.5, "b": 0.5}, k=2, gain="linear")
     assert linear["ndcg"] == pytest.approx((1.5 / LOG2_3) / 1.5)
@@ -56,12 +73,13 @@ def test_k_larger_than_list():
     got = rank_metrics(["b", "a"], {"a": 1, "b": 0, "c": 1}, k=10, gain="linear")
     assert got["ndcg"] == pytest.approx((1 / LOG2_3) / (1 + 1 / LOG2_3))
     assert got["map"] == pytest.approx((1 / 2) / 2)  # c never retrieved still counts
+    assert got["map_hits"] == pytest.approx(1 / 2)  # ... but not over the hits
     assert got["mrr"] == 0.5
 
 
 def test_cut_at_k_ignores_later_hits():
     got = rank_metrics(["a", "b", "c"], {"c": 2}, k=2)
-    assert got == {"ndcg": 0.0, "map": 0.0, "mrr": 0.0}
+    assert got == {"ndcg": 0.0, "map": 0.0, "map_hits": 0.0, "mrr": 0.0}
 
 
 def test_duplicates_count_once_and_string_ids_match_ints():
@@ -175,9 +193,31 @@ def test_metrics_stay_in_unit_interval(ranking, qrel, k, gain):
     assert all(0.0 <= v <= 1.0 + 1e-12 for v in scores.values())
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.sampled_from("abcdefghij"), max_size=12),
+    st.dictionaries(st.sampled_from("abcdefghij"), st.integers(min_value=0, max_value=3), max_size=10),
+    st.integers(min_value=1, max_value=12),
+)
+def test_map_over_the_hits_properties(ranking, qrel, k):
+    got = rank_metrics(ranking, qrel, k=k)
+    top = unique(ranking)[:k]
+    hits = [rank for rank, item in enumerate(top, 1) if qrel.get(item, 0) >= 1]
+    n_relevant = sum(g >= 1 for g in qrel.values())
+    # never below trec_eval's; scaled by relevant / hits exactly; zero exactly when nothing is found
+    assert got["map_hits"] >= got["map"] - 1e-12
+    assert got["map_hits"] * len(hits) == pytest.approx(got["map"] * n_relevant)
+    assert (got["map_hits"] > 0) == bool(hits) == (got["mrr"] > 0)
+    # the two agree when every relevant item is within k
+    if len(hits) == n_relevant:
+        assert got["map_hits"] == pytest.approx(got["map"])
+    # 1.0 exactly when the hits fill the first ranks (then map is the share of relevant items found)
+    assert (got["map_hits"] == pytest.approx(1.0)) == (bool(hits) and hits == list(range(1, len(hits) + 1)))
+
+
 def test_perfect_ranking_scores_one():
     qrel = {"a": 2, "b": 1, "c": 0}
-    assert rank_metrics(["a", "b", "c"], qrel, k=3) == {"ndcg": 1.0, "map": 1.0, "mrr": 1.0}
+    assert rank_metrics(["a", "b", "c"], qrel, k=3) == {"ndcg": 1.0, "map": 1.0, "map_hits": 1.0, "mrr": 1.0}
 
 
 # --- agreement with trec_eval -----------------------------------------------------------
@@ -202,10 +242,17 @@ def test_agrees_with_pytrec_eval(k):
         # distinct descending scores: trec_eval orders by score, so ties cannot reorder
         runs[qid] = {doc: float(len(ranking) - i) for i, doc in enumerate(ranking)}
         ours[qid] = rank_metrics(ranking, qrel, k=k, gain="linear")
-    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {f"ndcg_cut.{k}", f"map_cut.{k}", "recip_rank"})
+    evaluator = pytrec_eval.RelevanceEvaluator(
+        qrels, {f"ndcg_cut.{k}", f"map_cut.{k}", "recip_rank", f"P.{k}", "num_rel"}
+    )
     theirs = evaluator.evaluate(runs)
     for qid, scores in ours.items():
         assert scores["ndcg"] == pytest.approx(theirs[qid][f"ndcg_cut_{k}"], abs=1e-9)
         assert scores["map"] == pytest.approx(theirs[qid][f"map_cut_{k}"], abs=1e-9)
+        # map_hits from trec_eval's own counts: map_cut x relevant items / relevant items in the
+        # top k (P@k x k: trec_eval divides P@k by k however short the ranking)
+        hits = round(theirs[qid][f"P_{k}"] * k)
+        expected = theirs[qid][f"map_cut_{k}"] * theirs[qid]["num_rel"] / hits if hits else 0.0
+        assert scores["map_hits"] == pytest.approx(expected, abs=1e-9)
         if k >= 100:  # recip_rank has no cut; with k past every ranking they must agree
             assert scores["mrr"] == pytest.approx(theirs[qid]["recip_rank"], abs=1e-9)

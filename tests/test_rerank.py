@@ -44,7 +44,7 @@ from lm_eval_fin.rerank.tournament import (
     round_points,
 )
 from tests.finagentbench_fixtures import chunk_prompt, write_jsonl
-from tests.fincards_fixtures import COVER_10Q, FILING, LexicalJudge, filing_records, write_filing
+from tests.fincards_fixtures import COVER_10Q, FILING, QUERIES, LexicalJudge, filing_records, write_filing
 from tests.openai_server import ServerProcess, closed_port
 
 # ---------------------------------------------------------------------------------------------
@@ -675,7 +675,7 @@ def test_a_record_without_chunks_gets_an_empty_ranking():
     run = run_fincards(queries_from_records(records), LexicalJudge(), VARIANTS, SMALL)
     empty = [r for r in run.results if r.query_id == "empty"]
     assert [r.ranking for r in empty] == [[]] * len(VARIANTS)
-    assert all(r.scores == {"ndcg": 0.0, "map": 0.0, "mrr": 0.0} for r in empty)
+    assert all(r.scores == {"ndcg": 0.0, "map": 0.0, "map_hits": 0.0, "mrr": 0.0} for r in empty)
 
 
 class ForeignFirstJudge(LexicalJudge):
@@ -923,6 +923,38 @@ def test_cli_bm25_writes_rankings_and_prints_scores(tmp_path, capsys):
     assert f"{100 * ndcg:8.2f}" in printed
 
 
+def test_cli_gain_switch_reaches_the_scores_and_the_summary(tmp_path, capsys):
+    """--gain linear scores nDCG with gain g, exponential (the default) with 2^g - 1; both MAP
+    conventions are columns of the table and keys of every scored record."""
+    data = write_filing(tmp_path / "chunks.jsonl")
+    runs = {}
+    for gain in ("exponential", "linear"):
+        out = tmp_path / f"{gain}.jsonl"
+        assert cli.main(_args(data=data, variant="bm25", out=out, judge="", gain=gain)) == 0
+        printed = capsys.readouterr().out
+        assert "MAP@10 MAPh@10" in " ".join(printed.split()) and "MAPh@10: over the relevant chunks found" in printed
+        runs[gain] = {json.loads(line)["id"]: json.loads(line) for line in out.read_text().splitlines()}
+        summary = json.loads((tmp_path / f"{gain}.summary.json").read_text())
+        assert summary["settings"]["gain"] == gain
+    for uid, _, qrel in QUERIES:
+        ranking = runs["linear"][uid]["ranking"]
+        assert runs["exponential"][uid]["ranking"] == ranking
+        grades = [qrel.get(str(c), 0) for c in ranking[:10]]
+        ideal = sorted(qrel.values(), reverse=True)[:10]
+
+        def dcg(values, gain):
+            return sum(gain(g) / math.log2(i + 2) for i, g in enumerate(values))
+
+        for name, gain in (("linear", float), ("exponential", lambda g: 2.0**g - 1)):
+            assert runs[name][uid]["scores"]["ndcg"] == pytest.approx(dcg(grades, gain) / dcg(ideal, gain))
+        hits = [i for i, g in enumerate(grades, 1) if g >= 1]
+        precision_sum = sum(n / rank for n, rank in enumerate(hits, 1))
+        assert runs["linear"][uid]["scores"]["map"] == pytest.approx(precision_sum / 2)  # two relevant chunks
+        assert runs["linear"][uid]["scores"]["map_hits"] == pytest.approx(precision_sum / len(hits))
+    with pytest.raises(ValueError, match="gain"):
+        FinCardsConfig(gain="cubic")
+
+
 def test_cli_records_without_qrel_get_rankings_and_a_note(tmp_path, capsys):
     data = write_filing(tmp_path / "chunks.jsonl", with_qrel=False)
     out = tmp_path / "run.jsonl"
@@ -1039,13 +1071,14 @@ def test_cli_with_the_judge_down_prints_no_scores_exits_1_and_resumes_from_the_c
         assert cli.main(_parse([*argv, "--judge", f"openai:{failing.base_url}#m"])) == 1
     captured = capsys.readouterr()
     rows = _table_rows(captured.out)
-    assert rows["bm25"][1] != "-" and all(rows[v][1:4] == ["-", "-", "-"] for v in VARIANTS[1:]), captured.out
-    assert all(rows[v][7] == "0/2" for v in VARIANTS[1:])
+    assert rows["bm25"][1] != "-" and all(rows[v][1:5] == ["-", "-", "-", "-"] for v in VARIANTS[1:]), captured.out
+    assert all(rows[v][8] == "0/2" for v in VARIANTS[1:])
     problem = captured.err.strip().splitlines()[-1]
     assert problem.startswith("lm-eval-fin rerank: the judge failed 10 requests (cards 6, intent 2, llm 2)")
     assert "no score for llm on 2 of 2" in problem and "resumes from the judge cache" in problem
     summary = json.loads((tmp_path / "run.summary.json").read_text())
-    assert math.isnan(summary["table"][1]["ndcg"]) and summary["table"][0]["ndcg"] > 0
+    # strict JSON: a variant with no scored query has null means, never NaN
+    assert summary["table"][1]["ndcg"] is None and summary["table"][0]["ndcg"] > 0
     records = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()]
     assert {(r["variant"], r["judge"]["status"], r["scores"] is None) for r in records} == {
         ("bm25", "ok", False), *((v, "failed", True) for v in VARIANTS[1:])}
@@ -1057,7 +1090,7 @@ def test_cli_with_the_judge_down_prints_no_scores_exits_1_and_resumes_from_the_c
         out = capsys.readouterr().out
         assert "0 failed, 0 unparsable" in out and "\n  cards" in out
         rows = _table_rows(out)
-        assert all(rows[v][7] == "2/2" and rows[v][1] != "-" for v in VARIANTS)
+        assert all(rows[v][8] == "2/2" and rows[v][1] != "-" for v in VARIANTS)
         assert cli.main(_parse([*argv, *judge])) == 0  # every answer from the cache now
         assert server.stats()["calls"] == first_calls
 
@@ -1071,7 +1104,7 @@ def test_cli_exits_1_when_answers_stay_unparsable(tmp_path, capsys, monkeypatch)
         "lm-eval-fin rerank: 2 answers stayed unparsable after 2 attempts (intent 2); their fallbacks stood in and "
         "their queries count under 'fallbk'; a larger --max-attempts asks them again")
     row = next(line.split() for line in captured.out.splitlines() if line.startswith("s1+s2"))
-    assert row[1] != "-" and row[7:9] == ["2/2", "2"]
+    assert row[1] != "-" and row[8:10] == ["2/2", "2"]
 
 
 @pytest.mark.parametrize(

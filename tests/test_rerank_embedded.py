@@ -97,7 +97,7 @@ def test_cli_end_to_end(two_runs, fincards_cache, embedded_judge_spec, tmp_path)
     if first.unparsed:
         assert done.stderr.strip().splitlines()[-1].startswith(f"lm-eval-fin rerank: {first.unparsed} answers stayed")
     table = done.stdout.splitlines()
-    assert table[3].split()[:6] == ["variant", "nDCG@10", "MAP@10", "MRR@10", "S1", "cand"]
+    assert table[3].split()[:7] == ["variant", "nDCG@10", "MAP@10", "MAPh@10", "MRR@10", "S1", "cand"]
     assert [line.split()[0] for line in table[4:9]] == list(VARIANTS)
     assert "cards: 6 distinct chunks" in done.stdout
     stage_lines = [line.split()[0] for line in done.stdout.splitlines() if line.startswith("  ")]

@@ -23,8 +23,10 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 from lm_eval_fin import exit_status, paths
+from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.harness import preflight, stage, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
+from lm_eval_fin.harness.settings import SettingsError
 from lm_eval_fin.judge.base import failure_phrase
 from lm_eval_fin.judge.options import (
     JUDGE_ENV,
@@ -194,6 +196,12 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
         return exit_status.USAGE
     if problems:
         return exit_status.report(PROG, problems)
-    failures = call_lm_eval(args, environment)
+    try:
+        failures = call_lm_eval(args, environment)
+    except SettingsError as exc:
+        # raised while lm-eval loads a task's dataset (a model argument the pre-check cannot see,
+        # such as a tokenizer that does not load), so before any generation
+        print(f"{PROG}: error: {one_line(exc, 1000)}", file=sys.stderr)
+        return exit_status.USAGE
     report_failures(PROG, failures)
     return exit_status.INCOMPLETE if failures else exit_status.OK

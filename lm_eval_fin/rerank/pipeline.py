@@ -43,7 +43,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from lm_eval_fin.judge import Judge, JudgeRequest, complete_parsed_answers
-from lm_eval_fin.ranking import rank_metrics
+from lm_eval_fin.ranking import GAINS, rank_metrics
 from lm_eval_fin.rerank import bm25, cardview, intent, screening, tournament, zeroshot
 from lm_eval_fin.rerank.audit import card_matches, fill_ranking, stage2_audit, stage3_audit, why_placed
 from lm_eval_fin.rerank.cards import chunk_key
@@ -71,6 +71,7 @@ class FinCardsConfig:
     """Every knob of the method; the defaults are the paper's full pipeline."""
 
     k: int = 10
+    gain: str = "exponential"  # nDCG's gain, as the fin_agentbench tasks' default
     seed: int = 0
     max_tokens: int = 1024
     max_attempts: int = 3
@@ -112,6 +113,8 @@ class FinCardsConfig:
             raise ValueError(f"unknown card field group(s) {unknown}; choose from {list(cardview.GROUPS)}")
         if self.aggregation not in tournament.AGGREGATIONS:
             raise ValueError(f"unknown aggregation {self.aggregation!r}; choose from {list(tournament.AGGREGATIONS)}")
+        if self.gain not in GAINS:
+            raise ValueError(f"unknown gain {self.gain!r}; choose from {list(GAINS)}")
         if self.max_rounds < 1:
             raise ValueError("max_rounds must be at least 1")
 
@@ -490,5 +493,6 @@ def variant_result(state: QueryState, qi: int, variant: str, run: _Run) -> Varia
     ]
     if with_cards:
         audit["cards"] = {str(c): state.cards[c] for c in ranking[: run.config.k] if c in state.cards}
-    result.scores = rank_metrics(ranking, q.qrel, run.config.k) if q.qrel is not None else None
+    if q.qrel is not None:
+        result.scores = rank_metrics(ranking, q.qrel, run.config.k, gain=run.config.gain)
     return result

@@ -1,5 +1,5 @@
 # Copyright 2026 The lm-eval-fin authors.
-"""nDCG@k, MAP@k and MRR@k for graded reranking (FinAgentBench conventions)."""
+"""nDCG@k, MAP@k (two conventions) and MRR@k for graded reranking (FinAgentBench conventions)."""
 
 import datasets
 import evaluate
@@ -22,6 +22,9 @@ used by FinAgentBench (document-type and chunk ranking). For each query:
   for any other. A query with no relevant item scores 0.
 - MAP@k: sum of precision@i at each relevant rank i <= k, divided by the number of relevant
   candidates of the query (trec_eval's map_cut).
+- MAP_hits@k: the same sum divided by the number of relevant candidates found within the top
+  k (0 when none is): the convention the FinCARDS tables imply. Equal to MAP@k when every
+  relevant candidate is within the top k, higher otherwise.
 - MRR@k: 1 / rank of the first relevant candidate within k, else 0.
 
 Relevant means grade >= 1, for all three metrics and fractional grades included: a
@@ -31,7 +34,7 @@ or integers (3 and "3" are the same candidate). Scores are averaged over queries
 """
 
 _KWARGS_DESCRIPTION = """
-Computes mean nDCG@k, MAP@k and MRR@k over queries.
+Computes mean nDCG@k, MAP@k (trec_eval's and over the hits) and MRR@k over queries.
 Args:
     predictions: list of rankings, one per query; each a list of candidate ids (strings or
         integers), best first. An empty list is an empty ranking (all scores 0).
@@ -41,17 +44,17 @@ Args:
     k: cut-off depth (default 10).
     gain: "exponential" (2^g - 1, default) or "linear" (g).
 Returns:
-    "ndcg@k", "map@k", "mrr@k" (means over queries, in [0, 1]) and "n_queries".
+    "ndcg@k", "map@k", "map_hits@k", "mrr@k" (means over queries, in [0, 1]) and "n_queries".
 Examples:
     >>> metric = evaluate.load(metric_path("ndcg_rerank"))
     >>> results = metric.compute(
     ...     predictions=[["2", "0", "1"], ["1", "0"]],
-    ...     references=[{"ids": ["0", "1", "2"], "grades": [1, 0, 2]}, {"ids": ["0", "1"], "grades": [0, 0]}],
+    ...     references=[{"ids": ["0", "1", "2"], "grades": [1, 0, 2]}, {"ids": ["0", "1", "2"], "grades": [1, 0, 1]}],
     ...     k=3,
     ...     gain="linear",
     ... )
     >>> print({name: round(value, 4) for name, value in results.items()})
-    {'ndcg@3': 0.5, 'map@3': 0.5, 'mrr@3': 0.5, 'n_queries': 2}
+    {'ndcg@3': 0.6934, 'map@3': 0.625, 'map_hits@3': 0.75, 'mrr@3': 0.75, 'n_queries': 2}
 """
 
 
@@ -85,7 +88,7 @@ class NdcgRerank(WritableInputs, evaluate.Metric):
     def _compute(self, predictions, references, k=10, gain="exponential"):
         if gain not in GAINS:
             raise ValueError(f"gain must be one of {GAINS}, got {gain!r}")
-        totals = {"ndcg": 0.0, "map": 0.0, "mrr": 0.0}
+        totals = {"ndcg": 0.0, "map": 0.0, "map_hits": 0.0, "mrr": 0.0}
         for ranking, judged in zip(predictions, references):
             if len(judged["ids"]) != len(judged["grades"]):
                 raise ValueError("each reference needs as many grades as ids")

@@ -8,7 +8,9 @@ record's type is read: :mod:`lm_eval_fin.rerank.doctype`), runs the variants, wr
 line per query and variant (ranking of every chunk, best first; nDCG, MAP and MRR at k when
 the record has grades; rank variance; candidate sizes; the judge's outcome; cost; the audit
 trace) and a ``.summary.json`` beside it (settings, table, stage counts), and prints a table
-per variant in the paper's layout: nDCG@k, MAP@k, MRR@k (x100), stage-1 candidates and
+per variant in the paper's layout: nDCG@k, MAP@k in both conventions (``MAP@k``, trec_eval's;
+``MAPh@k``, over the hits within k, the FinCARDS tables'; see :mod:`lm_eval_fin.ranking`),
+MRR@k (x100), stage-1 candidates and
 stage-2 survivors per query, rank variance, how many queries were scored and how many of
 them fell back, LLM calls and tokens per query; then one line per judge stage with its
 requests, failed and unparsable answers, calls and tokens over the whole run.
@@ -18,7 +20,7 @@ The Table 2 card ablations and Table 3 strategies are switches (``--card-without
 each mapped to a :class:`~lm_eval_fin.rerank.FinCardsConfig` field.
 
 Judge failures: a variant has no score on a query whose ranking needed a request the judge
-failed (printed '-', NaN in the summary, never the BM25 fallback's score); when any request
+failed (printed '-', null in the summary, never the BM25 fallback's score); when any request
 failed or stayed unparsable the command says so in one line and exits with status 1.
 Records without ``qrel`` (eval files) get rankings and no scores.
 """
@@ -27,7 +29,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -41,12 +42,19 @@ from lm_eval_fin.exit_status import Problem
 from lm_eval_fin.judge import load_judge
 from lm_eval_fin.judge.options import options_from_args
 from lm_eval_fin.judge.preflight import judge_problems
+from lm_eval_fin.ranking import GAINS
 from lm_eval_fin.rerank import cardview, doctype, tournament
 from lm_eval_fin.rerank.pipeline import VARIANTS, FinCardsConfig, Query, RunResult, run_fincards
 
 PROG = "lm-eval-fin rerank"
 PAPER_DOC_TYPES = "10-K,10-Q"
 STAGES = ("cards", "intent", "llm", "screening", "tournament")
+# score -> column header at k
+SCORE_COLUMNS = {"ndcg": "nDCG", "map": "MAP", "map_hits": "MAPh", "mrr": "MRR"}
+MAP_LEGEND = (
+    "MAP@{k}: over every relevant chunk of the query (trec_eval's map_cut); MAPh@{k}: over the relevant "
+    "chunks found in the top {k} (the FinCARDS tables' convention)"
+)
 
 
 def _groups(text: str) -> tuple[str, ...]:
@@ -79,6 +87,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write rankings, scores, costs and audit traces here (JSONL; --out is an alias)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the stage-3 regrouping (default: 0)")
     parser.add_argument("--k", type=int, default=10, help="metric cutoff and stage-3 top-k (default: 10)")
+    parser.add_argument(
+        "--gain", default=FinCardsConfig.gain, choices=GAINS,
+        help="nDCG gain: exponential (2^g - 1) or linear (g, trec_eval's ndcg_cut) (default: %(default)s)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="only the first N queries (after --doc-types)")
     parser.add_argument(
         "--max-attempts", type=int, default=FinCardsConfig.max_attempts,
@@ -129,7 +141,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def config_from_args(args: argparse.Namespace, max_tokens: int) -> FinCardsConfig:
     """The method's settings from the command line: each switch is one config field."""
     return FinCardsConfig(
-        k=args.k, seed=args.seed, max_tokens=max_tokens, max_attempts=args.max_attempts,
+        k=args.k, gain=args.gain, seed=args.seed, max_tokens=max_tokens, max_attempts=args.max_attempts,
         llm_chunk_chars=args.llm_chunk_chars, llm_prompt_chars=args.llm_prompt_chars,
         card_kind=args.cards, card_without=tuple(args.card_without), card_view=args.card_view,
         raw_chars=args.raw_chars, max_rounds=args.rounds, regroup=not args.fixed_groups,
@@ -220,7 +232,7 @@ def summary_rows(run: RunResult, variants: Sequence[str]) -> list[dict]:
             "failed": sum(r.judge.status == "failed" for r in results),
             "fallback": sum(r.judge.status == "fallback" for r in results),
         }
-        for metric in ("ndcg", "map", "mrr"):
+        for metric in SCORE_COLUMNS:
             row[metric] = _mean([r.scores[metric] for r in scored])
         row["stage1_candidates"] = _mean([r.candidates for r in results])
         survivors = [r.survivors for r in standing if r.survivors is not None]
@@ -246,8 +258,9 @@ def stage_lines(run: RunResult) -> list[str]:
 
 def format_table(rows: Sequence[dict], k: int) -> str:
     """The paper's layout: x100 scores, then candidate sizes, rank variance, coverage, cost."""
+    scores = " ".join(f"{f'{name}@{k}':>8}" for name in SCORE_COLUMNS.values())
     header = (
-        f"{'variant':<8} {f'nDCG@{k}':>8} {f'MAP@{k}':>8} {f'MRR@{k}':>8} {'S1 cand':>8} {'S2 kept':>8} "
+        f"{'variant':<8} {scores} {'S1 cand':>8} {'S2 kept':>8} "
         f"{'rank var':>9} {'scored':>7} {'fallbk':>6} {'calls/q':>8} {'prompt tok/q':>13} {'compl tok/q':>12}"
     )
     lines = [header]
@@ -267,11 +280,12 @@ def format_table(rows: Sequence[dict], k: int) -> str:
             footnote = footnote or bool(row["variance_reference"])
             variance = f"{row['rank_variance']:8.4f}{mark}"
         lines.append(
-            f"{row['variant']:<8} {pct(row['ndcg'])} {pct(row['map'])} {pct(row['mrr'])} "
+            f"{row['variant']:<8} {' '.join(pct(row[metric]) for metric in SCORE_COLUMNS)} "
             f"{size(row['stage1_candidates'])} {size(row['stage2_survivors'])} {variance} "
             f"{row['scored']:>3}/{row['graded']:<3} {row['fallback']:>6} "
             f"{row['calls']:8.1f} {row['prompt_tokens']:13.0f} {row['completion_tokens']:12.0f}"
         )
+    lines.append(MAP_LEGEND.format(k=k))
     if footnote:
         lines.append(
             "* includes tournaments of one round, whose rank variance is the reference value of a random "
@@ -300,10 +314,6 @@ def failure_line(run: RunResult, rows: Sequence[dict], max_attempts: int) -> str
             f"stood in and their queries count under 'fallbk'; a larger --max-attempts asks them again"
         )
     return f"{PROG}: " + "; ".join(parts)
-
-
-def _nan(value: Any) -> Any:
-    return math.nan if value is None else value
 
 
 def write_outputs(path: str, run: RunResult, summary: dict[str, Any]) -> Path:
@@ -392,8 +402,8 @@ def main(args: argparse.Namespace) -> int:
             "judge": judge.spec if judge is not None else None,
             "variants": list(variants),
             "doc_types": types,
-            "settings": {"k": config.k, "seed": config.seed, **settings},
-            "table": [{key: _nan(value) for key, value in row.items()} for row in rows],
+            "settings": {"k": config.k, "gain": config.gain, "seed": config.seed, **settings},
+            "table": rows,  # a mean over no scored query is null
             "stages": {
                 stage: {"requests": c.requests, "failed": c.failed, "unparsed": c.unparsed, **c.cost.as_dict()}
                 for stage, c in run.stages.items()

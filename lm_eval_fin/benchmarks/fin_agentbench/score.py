@@ -28,12 +28,13 @@ def gold_ranking(doc: dict[str, Any]) -> list[int]:
 def score_ranking(
     doc: dict[str, Any], ranking: Sequence[int] | None, gain: str, depths: Sequence[int] = DEPTHS
 ) -> dict[str, float]:
-    """nDCG, MAP and MRR at each depth of a ranking, and whether it was a parse failure (an
+    """nDCG, MAP (trec_eval's ``map`` and the papers' ``map_hits``, see :mod:`lm_eval_fin.ranking`)
+    and MRR at each depth of a ranking, and whether it was a parse failure (an
     unreadable answer is an empty ranking: every score 0)."""
     qrel = json.loads(doc["qrel"])
     scores: dict[str, float] = {}
     for k in depths:
         at_k = rank_metrics(ranking, qrel, k=k, gain=gain)
-        scores.update({f"ndcg@{k}": at_k["ndcg"], f"map@{k}": at_k["map"], f"mrr@{k}": at_k["mrr"]})
+        scores.update({f"{name}@{k}": value for name, value in at_k.items()})
     scores["parse_failure"] = float(ranking is None)
     return scores

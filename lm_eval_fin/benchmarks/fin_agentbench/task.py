@@ -154,8 +154,8 @@ BENCHMARK = Benchmark(
     scales=scales.SCALES,
     view=VIEW,
     headline={
-        "fin_agentbench_doc": ("ndcg@5", "map@5", "mrr@5", "parse_failure"),
-        "fin_agentbench_chunk": ("ndcg@10", "map@10", "mrr@10", "parse_failure"),
+        "fin_agentbench_doc": ("ndcg@5", "map@5", "map_hits@5", "mrr@5", "parse_failure"),
+        "fin_agentbench_chunk": ("ndcg@10", "map@10", "map_hits@10", "mrr@10", "parse_failure"),
     },
     demo=Demo(
         metadata=lambda: {"data_path": str(paths.data_path("finagentbench_demo"))},

@@ -1,5 +1,12 @@
 """The fin_ems prompt: a transcript, then the question; and fitting it to the model's context.
 
+The paper shows no prompt for the models it evaluates (it calls its setting "a naive
+question-answer approach"); the one answer prompt it shows is its Figure 3, which wrote the
+individual answers behind its references. The model under test gets Figure 3's instructions
+(our words): understand the question, then answer clearly, completely, accurately and
+concisely, without citations, and check the answer before finishing; so the answer and its
+reference are asked for in the same way.
+
 Transcripts run to 20k tokens, more than many models' context. The transcript, and only the
 transcript, is cut so that the whole prompt plus the answer budget fits (see
 :mod:`lm_eval_fin.harness.fitting`); the question comes after it and is never cut. The
@@ -17,7 +24,12 @@ PROMPT = """Below is the transcript of an earnings call of {company} ({ticker}),
 Transcript:
 {transcript}
 
-Using the transcript, answer the question that follows. Write a detailed, well-organised answer: cover all the relevant points, keep the exact figures, and state nothing the transcript does not support.
+Answer the question that follows from the transcript. First make sure you understand everything it asks. Then write an answer that is:
+- clear: easy to follow, with no term or concept left unclear;
+- complete: it addresses every part of the question;
+- accurate: every statement and figure is supported by the transcript;
+- concise: no needless words or repetition, but no important detail left out.
+Before you finish, read the answer again and check that it covers the whole question and is accurate and clear. Do not include citations.
 
 Question: {question}"""
 

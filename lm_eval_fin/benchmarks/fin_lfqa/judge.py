@@ -1,9 +1,12 @@
 """The FinLFQA judge (the paper's LLM-as-judge, section 4.1, in our own words).
 
-The judge reads the two reports, the knowledge list, the question, the expert's reference
-answer and the candidate answer, and rates the candidate on accuracy, numerical correctness
-and evidence entailment, each an integer 1..5; the judge score is their sum (3..15). One
-request per document, all in one batch; unreadable replies are asked again.
+The judge reads what the paper gives GPT-4o: the two reports, the question, the candidate
+answer and the ground truth (the expert's reference answer); no knowledge list. It rates the
+candidate on the paper's three criteria, each an integer 1..5: accuracy (it addresses the
+question correctly and agrees with the ground truth), numerical correctness (every value
+and calculation is exact) and evidence entailment (every claim is substantiated by the
+reports); the judge score is their sum (3..15). One request per document, all in one batch;
+unreadable replies are asked again.
 """
 
 from __future__ import annotations
@@ -28,20 +31,20 @@ JUDGE_SCHEMA = {
 }
 
 JUDGE_SYSTEM = (
-    "You grade answers to financial analysis questions against a reference answer written by "
-    "an expert. You reply with JSON only."
+    "You grade answers to financial analysis questions about company reports, against the ground "
+    "truth: a reference answer written by an expert. You reply with JSON only."
 )
 JUDGE_USER = (
-    "Read the report excerpts, the question, the expert's reference answer and a candidate "
-    "answer. Each answer is in numbered clauses with the report paragraphs it cites "
-    "(Evidence), Python code for computed numbers and the knowledge entries it uses.\n\n"
-    "{reports}\n\n=== Professional knowledge ===\n{knowledge}\n\n"
-    "Question: {question}\n\n=== Reference answer ===\n{reference_answer}\n\n"
+    "Below are excerpts of the quarterly reports of two companies, a question about them, the "
+    "ground truth (the expert's reference answer) and a candidate answer. Both answers are "
+    "written as numbered clauses; the lines under a clause (Evidence, Code, Knowledge) are its "
+    "attributions.\n\n"
+    "{reports}\n\nQuestion: {question}\n\n=== Ground truth ===\n{reference_answer}\n\n"
     "=== Candidate answer ===\n{answer}\n\n"
     "Rate the candidate answer on three criteria, each an integer from 1 (worst) to 5 (best):\n"
-    "- accuracy: does it reach the reference's conclusions and answer the question fully?\n"
-    "- numerical_correctness: are its numbers and calculations correct?\n"
-    "- evidence_entailment: do the paragraphs it cites support what each clause says?\n"
+    "- accuracy: does it address the question correctly and agree with the ground truth?\n"
+    "- numerical_correctness: are all its values and calculations exact and correct?\n"
+    "- evidence_entailment: is every claim it makes substantiated by information in the reports?\n"
     'Reply with JSON only: {{"accuracy": <1-5>, "numerical_correctness": <1-5>, '
     '"evidence_entailment": <1-5>}}'
 )
@@ -65,9 +68,10 @@ class JudgeVerdict:
 
 
 def judge_prompt(data: Mapping[str, Any]) -> str:
-    """The user turn for one answered document (:func:`~lm_eval_fin.benchmarks.fin_lfqa.score.answer_data`)."""
+    """The user turn for one answered document (:func:`~lm_eval_fin.benchmarks.fin_lfqa.score.answer_data`):
+    the paper's judge inputs, so not its knowledge list."""
     return JUDGE_USER.format(
-        reports=data["reports"], knowledge=data["knowledge"], question=data["question"],
+        reports=data["reports"], question=data["question"],
         reference_answer=data["reference_answer"], answer=data["answer"].strip() or "(empty)",
     )
 

@@ -16,8 +16,11 @@ and the answer format they share.
 
 As the paper's, no prompt tells the model to write functions without parameters: the code
 metric calls the function with none, and a function that needs arguments fails there (the
-paper's most common code failure). :func:`render_answer` writes clauses in the answer format
-(the reference as the task's target and for the judge; the post-hoc answer with its
+paper's most common code failure). For the same reason the worked examples show where the
+code goes, not a function: a function without parameters, copied, would pass the call by
+example, and one with parameters would fail by example (the paper's figures elide their
+examples, so theirs cannot be followed). :func:`render_answer` writes clauses in the answer
+format (the reference as the task's target and for the judge; the post-hoc answer with its
 attributes).
 """
 
@@ -25,13 +28,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-_FORMAT_EXAMPLE = """1. ABC's gross margin rose to 41.0% while XYZ's fell to 35.2%.
+# What the examples show in a clause's code block: the slot, in words. A real function would
+# decide the execution metric for a model that copies its shape (see the module docstring).
+CODE_SLOT = "<the Python function that calculates this clause's number>"
+_CODE_SLOT_NOTE = f"In the example, {CODE_SLOT} stands for your own code."
+
+_FORMAT_EXAMPLE = f"""1. ABC's gross margin rose to 41.0% while XYZ's fell to 35.2%.
 Evidence: ABC [4]; XYZ [7, 8]
 Code:
 ```python
-def abc_gross_margin():
-    revenue, cost = 1200.0, 708.0
-    return round((revenue - cost) / revenue * 100, 1)
+{CODE_SLOT}
 ```
 Knowledge: [2]
 2. ABC therefore prices its products more effectively than XYZ.
@@ -43,11 +49,10 @@ _ANSWER_EXAMPLE = """1. ABC's gross margin rose to 41.0% in the quarter.
 2. XYZ's gross margin fell to 35.2% over the same period.
 3. ABC therefore prices its products more effectively than XYZ."""
 
-_ATTRIBUTES_EXAMPLE = """1. Evidence: ABC [4]
+_ATTRIBUTES_EXAMPLE = f"""1. Evidence: ABC [4]
 Code:
 ```python
-def gross_margin(revenue, cost):
-    return round((revenue - cost) / revenue * 100, 1)
+{CODE_SLOT}
 ```
 Knowledge: [2]
 2. Evidence: XYZ [7, 8]
@@ -91,7 +96,7 @@ def build_prompt(doc: dict) -> str:
         "knowledge, answer a question about the companies. Write the answer as numbered clauses, one claim per "
         "clause, and give each clause three attributes on the lines under it:\n"
         + _ATTRIBUTE_LINES.format(code=_E2E_CODE)
-        + f"\n\nAn example of the format (made-up companies ABC and XYZ):\n{_FORMAT_EXAMPLE}\n\n"
+        + f"\n\nAn example of the format (made-up companies ABC and XYZ):\n{_FORMAT_EXAMPLE}\n{_CODE_SLOT_NOTE}\n\n"
         f"{_reports(doc)}\n\nQuestion: {doc['question']}\n\n{_knowledge(doc)}\n\n"
         "Answer the question in numbered clauses, each with its Evidence, Code and Knowledge.\n\nAnswer:"
     )
@@ -116,7 +121,8 @@ def build_attribution_prompt(doc: dict, answer: str) -> str:
         "and a list of professional knowledge. For each clause of the answer, give three attributes:\n"
         + _ATTRIBUTE_LINES.format(code=_POSTHOC_CODE)
         + "\nWrite the clause's number, then its three attribute lines; do not rewrite the clauses.\n\n"
-        f"An example (for an answer of three clauses about made-up companies ABC and XYZ):\n{_ATTRIBUTES_EXAMPLE}\n\n"
+        f"An example (for an answer of three clauses about made-up companies ABC and XYZ):\n{_ATTRIBUTES_EXAMPLE}\n"
+        f"{_CODE_SLOT_NOTE}\n\n"
         f"{_reports(doc)}\n\nQuestion: {doc['question']}\n\nThe answer:\n{answer.strip()}\n\n{_knowledge(doc)}\n\n"
         "Attributes of each clause:\n"
     )
@@ -153,7 +159,7 @@ def build_revision_prompt(doc: dict, analysis: str, feedback: str) -> str:
         "and a reviewer's feedback on it. Rewrite the analysis so that it addresses the feedback. Keep the format: "
         "numbered clauses, one claim per clause, each with three attribute lines under it:\n"
         + _ATTRIBUTE_LINES.format(code=_E2E_CODE)
-        + f"\n\nAn example of the format (made-up companies ABC and XYZ):\n{_FORMAT_EXAMPLE}\n\n"
+        + f"\n\nAn example of the format (made-up companies ABC and XYZ):\n{_FORMAT_EXAMPLE}\n{_CODE_SLOT_NOTE}\n\n"
         f"{_reports(doc)}\n\nQuestion: {doc['question']}\n\n{_knowledge(doc)}\n\n"
         f"Your analysis:\n{analysis.strip()}\n\nThe reviewer's feedback:\n{feedback.strip()}\n\n"
         "Write the whole revised analysis (without the execution results).\n\nRevised analysis:\n"

@@ -50,7 +50,6 @@ def answer_data(doc: dict, answer: str, parsed: attribution.ParsedAnswer | None 
         "reference_answer": render_answer(clauses),
         "question": doc["question"],
         "reports": doc["reports"],
-        "knowledge": doc["knowledge"],
     }
 
 

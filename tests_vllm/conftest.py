@@ -110,6 +110,14 @@ def served_runs(tmp_path_factory, servers):
     pool.close()
 
 
+@pytest.fixture
+def server_back(servers):
+    """The second server answering again (after a test killed and restarted it)."""
+    if servers[1].process.poll() is not None:  # killed by a test that failed before restarting it
+        servers[1].start()
+    return servers[1].wait()
+
+
 def _needs(item, fixture: str) -> bool:
     return fixture in getattr(item, "fixturenames", ())
 
@@ -126,8 +134,10 @@ def start_runs_with_the_session(request):
 def pytest_collection_modifyitems(items):
     """The tests that need no run first (stable: each module keeps its order), so that they
     work while the runs go on; then those of the served runs (which finish first), then those
-    that wait for the in-process runs."""
-    items.sort(key=lambda item: 2 if _needs(item, "runs") else 1 if _needs(item, "served_runs") else 0)
+    that need the second server back from its restart (it loads meanwhile), then those that
+    wait for the in-process runs."""
+    order = ("served_runs", "server_back", "runs")
+    items.sort(key=lambda item: max((rank for rank, name in enumerate(order, 1) if _needs(item, name)), default=0))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -9,7 +9,8 @@ our ``openai:`` backend, as a user with a GPU node would run them.
 * ``lm-eval-fin score`` of the served runs' samples against the server;
 * ``lm-eval-fin rerank`` against a server killed mid-run (SIGKILL to its processes): exit
   status 1 with the line that says to re-run; restarted on its port, the same command sends
-  only what was not answered;
+  only what was not answered (the restart loads while the score tests run: conftest.py
+  orders the tests that need it after them);
 * scale-out: one judge over both servers spreads its requests over them (vLLM's own request
   counters say so) and, when one is killed mid-batch, finishes on the other.
 
@@ -18,10 +19,15 @@ range or undefined), never a per-sample value's type."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sqlite3
 import threading
 import time
+from types import SimpleNamespace
+
+import pytest
 
 from lm_eval_fin import cli, paths
 from lm_eval_fin.judge import JudgeOptions, JudgeRequest, load_judge
@@ -65,51 +71,60 @@ def record_served(name: str, run) -> None:
 # ------------------------------------------------------------------------- killed and restarted
 
 
-def test_rerank_against_a_server_killed_mid_run_then_restarted(servers, tmp_path, monkeypatch, capsys):
+@pytest.fixture(scope="module")
+def killed_mid_run(servers, tmp_path_factory):
+    """``lm-eval-fin rerank`` against the second server, which is killed once the first answers
+    are in the cache; then the server is started again, in the background (the tests between
+    this one and the re-run work while it loads)."""
     server = servers[1]
     server.wait()
-    cache = tmp_path / "rerank.sqlite"
-    monkeypatch.setenv("LM_EVAL_FIN_CACHE", str(cache))
+    folder = tmp_path_factory.mktemp("rerank_killed")
+    cache = folder / "rerank.sqlite"
     argv = ["rerank", "--data", str(paths.data_path("finagentbench_demo")), "--judge", server.judge_spec,
             "--judge-max-tokens", "24", "--judge-max-retries", "1", "--judge-backoff", "0.2",
             "--judge-retry-unparsable", "no", "--max-attempts", "1", "--limit", "1", "--variant", "full",
-            "--out", str(tmp_path / "rerank.jsonl")]
-    status = []
-    command = threading.Thread(target=lambda: status.append(cli.main(argv)))
-    command.start()
-    deadline = time.monotonic() + 600
-    while not cache_rows(cache):  # the first answers are in: kill it now
-        assert command.is_alive() and time.monotonic() < deadline, "the command ended before its first answer"
-        time.sleep(0.05)
-    server.kill()
-    command.join()
-    first = capsys.readouterr()
-    answered = cache_rows(cache)
-    assert status == [1], first.err[-3000:]
-    assert "resumes from the judge cache" in first.err.strip().splitlines()[-1]
-    assert answered, "nothing was answered before the kill"
+            "--out", str(folder / "rerank.jsonl")]
+    status, out, err = [], io.StringIO(), io.StringIO()
+    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        patch.setenv("LM_EVAL_FIN_CACHE", str(cache))
+        command = threading.Thread(target=lambda: status.append(cli.main(argv)))
+        command.start()
+        deadline = time.monotonic() + 600
+        while not cache_rows(cache) and command.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.05)  # the first answers are in: kill it now
+        server.kill()
+        command.join()
+    server.start()
+    return SimpleNamespace(argv=argv, cache=cache, answered=cache_rows(cache), status=status, err=err.getvalue())
 
-    server.start().wait()
-    assert cli.main(argv) == 0
-    second = capsys.readouterr()
-    assert "0 failed" in second.out
-    after = cache_rows(cache)
+
+def test_a_server_killed_mid_run_stops_the_command_with_status_1(killed_mid_run):
+    run = killed_mid_run
+    assert run.answered, f"nothing was answered before the kill:\n{run.err[-3000:]}"
+    assert run.status == [1], run.err[-3000:]
+    assert "resumes from the judge cache" in run.err.strip().splitlines()[-1]
+
+
+def test_restarted_it_gets_only_what_was_not_answered(killed_mid_run, server_back, monkeypatch, capsys):
+    run = killed_mid_run
+    monkeypatch.setenv("LM_EVAL_FIN_CACHE", str(run.cache))
+    assert cli.main(run.argv) == 0
+    assert "0 failed" in capsys.readouterr().out
+    after = cache_rows(run.cache)
     # what was answered before the kill was not asked again (its rows are as they were), and
     # what the restarted server answered is exactly what was missing
-    assert {key: after[key] for key in answered} == answered
-    assert server.requests_served() == len(after) - len(answered) > 0
+    assert {key: after[key] for key in run.answered} == run.answered
+    assert server_back.requests_served() == len(after) - len(run.answered) > 0
     figures.record("served rerank: answered before the kill, sent after the restart",
-                   f"{len(answered)}, {len(after) - len(answered)}")
+                   f"{len(run.answered)}, {len(after) - len(run.answered)}")
 
 
 # ------------------------------------------------------------------------------------ scale-out
 
 
-def test_one_judge_over_two_servers_spreads_and_survives_one_killed(servers, tmp_path, monkeypatch):
+def test_one_judge_over_two_servers_spreads_and_survives_one_killed(servers, server_back, tmp_path, monkeypatch):
     first, second = servers
-    if second.process.poll() is not None:  # killed by a test above that failed before restarting it
-        second.start()
-    first.wait(), second.wait()
+    first.wait()
     monkeypatch.setenv("LM_EVAL_FIN_CACHE", str(tmp_path / "scale-out.sqlite"))
     judge = load_judge(f"openai:{first.base_url},{second.base_url}#{first.name}",
                        JudgeOptions(concurrency=4, max_retries=2, backoff_s=0.2))

@@ -133,3 +133,16 @@ def test_an_endpoint_back_from_an_outage_takes_requests_again(judge_cache):
             assert judge.last_batch.extra["endpoint_outages"] >= 1
         finally:
             restarted[0].stop()
+
+
+def test_before_a_run_every_endpoint_must_answer_and_list_the_model():
+    from lm_eval_fin.judge import parse_spec
+    from lm_eval_fin.judge.preflight import judge_problem
+
+    with ServerProcess(models=["m"]) as good, ServerProcess(models=["other"]) as wrong:
+        dead = f"http://127.0.0.1:{closed_port()}/v1"
+        assert judge_problem(parse_spec(f"openai:{good.base_url},{good.base_url}#m")) is None
+        problem = judge_problem(parse_spec(f"openai:{good.base_url},{wrong.base_url}#m"))
+        assert f"the server at {wrong.base_url} has no model 'm'; it serves other" in problem
+        problem = judge_problem(parse_spec(f"openai:{good.base_url},{dead}#m"))
+        assert f"no answer from {dead}" in problem and "start the server first" in problem

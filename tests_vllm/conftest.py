@@ -27,6 +27,9 @@ a test failed.
 
 import importlib.util
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -89,14 +92,19 @@ def runs(tmp_path_factory, model_dir, judge_spec):
 
 
 @pytest.fixture(scope="session")
-def servers(tmp_path_factory, model_dir):
-    """Two ``vllm serve`` of the embedded model, started now and waited for by their users."""
-    logs = tmp_path_factory.mktemp("served")
+def servers(request, model_dir):
+    """Two ``vllm serve`` of the embedded model, started now and waited for by their users.
+    Their logs go to a folder of their own (pytest's temporary folders are pruned by later
+    sessions), removed after a session without failures and kept, and named, otherwise."""
+    logs = Path(tempfile.mkdtemp(prefix="lm-eval-fin-vllm-serve-"))
     started = [VLLMServer(model_dir, logs / f"vllm-serve-{n}.log").start() for n in (1, 2)]
     _server_logs.extend(server.log for server in started)
     yield started
     for server in started:
         server.stop()
+    if not request.session.testsfailed:
+        shutil.rmtree(logs, ignore_errors=True)
+        _server_logs.clear()
     for n, server in enumerate(started, 1):
         figures.record(f"vllm serve {n}: start to answering (s)", ", ".join(f"{s:.0f}" for s in server.starts))
 

@@ -71,7 +71,7 @@ def record_served(name: str, run) -> None:
 # ------------------------------------------------------------------------- killed and restarted
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # not module: this module's tests run in three groups (conftest.py)
 def killed_mid_run(servers, tmp_path_factory):
     """``lm-eval-fin rerank`` against the second server, which is killed once the first answers
     are in the cache; then the server is started again, in the background (the tests between

@@ -1,9 +1,11 @@
-"""``openai:<base url>#<model>``: any OpenAI-compatible chat-completions server.
+"""``openai:<base url>[,<base url>...]#<model>``: any OpenAI-compatible chat-completions server.
 
 ``vllm serve``, SGLang, TGI, llama.cpp's server and OpenAI itself. The official ``openai``
-``AsyncOpenAI`` client sends the batch with at most ``concurrency`` requests in flight
-(``asyncio.Semaphore``); the API key is ``$OPENAI_API_KEY``, else ``"EMPTY"`` (what local
-servers expect).
+``AsyncOpenAI`` client sends the batch with at most ``concurrency`` requests in flight per
+endpoint; the API key is ``$OPENAI_API_KEY``, else ``"EMPTY"`` (what local servers expect).
+Several base URLs are endpoints of one model (one ``vllm serve`` per node): each request goes
+to one of them, and an endpoint that fails is taken out for a while and its request re-sent
+to another (:mod:`lm_eval_fin.judge.endpoints`).
 
 Time. The client's own timeout is per read (httpx's connect/read/write/pool timeouts), so
 a server that sends a byte now and then would hold a request for ever; each attempt is
@@ -21,7 +23,7 @@ the server asked for, also capped at ``backoff_max_s``. Other HTTP errors (400, 
 not retried: the same request would fail again. Nor is a reply without text: a refusal
 (the message's ``refusal`` field) or an empty reply. After that the request's response has
 ``text=None`` and an ``error`` naming the cause and the number of attempts; the other
-requests go on. When ``max(8, 2 * concurrency)`` requests in a row have failed for good
+requests go on. When ``max(8, 2 * concurrency * endpoints)`` requests in a row have failed for good
 after their retries (a server that went away or is overwhelmed), the rest of the batch is
 not sent but failed at once with that reason, and requests in flight are not retried again,
 instead of each waiting through its own retries; a re-run sends only what is not in the

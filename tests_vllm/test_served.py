@@ -158,6 +158,7 @@ def test_one_judge_over_two_servers_spreads_and_survives_one_killed(servers, ser
 def test_score_of_the_served_runs_against_the_server(served_runs, servers, tmp_path, monkeypatch, capsys):
     server = servers[0]
     root = copy_judged_runs(served_runs, tmp_path / "served")
+    served_runs.result("served/agentbench")  # the server has no other client now: its counter is ours
     monkeypatch.setenv("LM_EVAL_FIN_CACHE", str(tmp_path / "score.sqlite"))
     argv = ["score", str(root), "--judge", server.judge_spec, "--judge-max-tokens", "16"]
     before = server.requests_served()

@@ -16,6 +16,12 @@ the same prompts gets no free prefill), each ratio against a peer timed in the s
   the first half of each reference), counted as ``judge.complete`` calls (three stages, plus
   re-asks of unreadable answers); and the model calls of the same run again on the warm
   cache (goal 0).
+* served path: ``vllm serve`` of the same model started beside the engine (tests_vllm/served.py,
+  prefix caching off). The judge: our ``openai:`` judge against a bare ``AsyncOpenAI`` at the
+  same concurrency, the same JSON-schema requests, as requests/s and completion tokens/s
+  (goal >= 0.9). Harness generation: lm-eval's ``local-chat-completions`` against the server
+  vs the in-process ``--model vllm`` on the same fin_agentbench documents (a ratio: what
+  serving costs on one machine).
 
 Where: ``make bench`` runs in .venv, which has no vLLM; there :func:`run` runs this file with
 .venv-vllm's python (``make install-vllm``) and reads its rows, or, without that venv, returns
@@ -48,6 +54,7 @@ CPU_ENGINE_ENV = {
 JUDGE_REQUESTS = 16
 JUDGE_MAX_TOKENS = 48
 HARNESS_LIMIT = 3  # documents per fin_agentbench task
+SERVED_CONCURRENCY = 8  # the openai judge's default; lm-eval's num_concurrent for the served model
 EMS_EXTRACT_TOKENS = 96
 VERDICT_SCHEMA = {
     "type": "object",
@@ -57,20 +64,18 @@ VERDICT_SCHEMA = {
 }
 
 
-def _row(figure, ours, peer=None, ratio=None, unit="", note=""):
+def _row(figure, ours=None, peer=None, ratio=None, unit="", note=""):
     return {"figure": figure, "ours": ours, "peer": peer, "ratio": ratio, "unit": unit, "note": note}
 
 
 # ------------------------------------------------------------------------ harness generation
 
 
-def harness_rows(lm) -> list[dict]:
+def agentbench_requests(lm) -> tuple[list, float]:
     """fin_agentbench through ``lm_eval.simple_evaluate`` with ``lm.generate_until``'s requests
-    kept; then those requests through ``lm.generate_until`` again and as a bare
-    ``LLM.generate``, alternating, best of 2 each (the machine is shared)."""
+    kept: (the requests, the seconds the whole evaluation took)."""
     import lm_eval
     from lm_eval.tasks import TaskManager
-    from vllm import SamplingParams, TokensPrompt
 
     from lm_eval_fin import paths
 
@@ -85,11 +90,19 @@ def harness_rows(lm) -> list[dict]:
     manager = TaskManager(include_path=str(paths.tasks_dir()),
                           metadata={"data_path": str(paths.data_path("finagentbench_demo"))})
     started = time.perf_counter()
-    lm_eval.simple_evaluate(model=lm, tasks=["fin_agentbench"], task_manager=manager, apply_chat_template=True,
-                            limit=HARNESS_LIMIT)
-    evaluate_s = time.perf_counter() - started
-    lm.generate_until = generate_until
+    try:
+        lm_eval.simple_evaluate(model=lm, tasks=["fin_agentbench"], task_manager=manager, apply_chat_template=True,
+                                limit=HARNESS_LIMIT)
+    finally:
+        lm.generate_until = generate_until
     (requests,) = calls
+    return requests, time.perf_counter() - started
+
+
+def harness_rows(lm, requests: list, evaluate_s: float) -> list[dict]:
+    """The fin_agentbench requests through ``lm.generate_until`` again and as a bare
+    ``LLM.generate``, alternating, best of 2 each (the machine is shared)."""
+    from vllm import SamplingParams, TokensPrompt
 
     # the bare peer: what VLLM.generate_until hands vLLM (its tokens, its SamplingParams)
     eos = lm.tokenizer.decode(lm.eot_token_id)
@@ -216,6 +229,115 @@ def ems_rows(llm, model: str) -> list[dict]:
     ]
 
 
+# ------------------------------------------------------------------------------ served path
+
+
+def _served_module():
+    """tests_vllm/served.py (starting and stopping ``vllm serve``), loaded by path."""
+    spec = importlib.util.spec_from_file_location("bench_vllm_served", ROOT / "tests_vllm" / "served.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def served_judge_rows(server) -> list[dict]:
+    """Our openai judge (``judge.complete``, cold cache) against a bare ``AsyncOpenAI`` with an
+    ``asyncio.Semaphore`` of the same concurrency, the same JSON-schema requests to the same
+    ``vllm serve``; alternating, best of 2 each."""
+    import asyncio
+
+    from openai import AsyncOpenAI
+
+    from lm_eval_fin.judge import JudgeOptions, load_judge
+    from lm_eval_fin.judge.core import resolve_request
+    from lm_eval_fin.judge.openai_backend import request_payload
+
+    options = JudgeOptions(concurrency=SERVED_CONCURRENCY)
+    requests = [resolve_request(r, options) for r in _judge_requests()]
+    payloads = [request_payload(server.name, r) for r in requests]
+
+    async def bare(batch) -> int:
+        client = AsyncOpenAI(base_url=server.base_url, api_key="EMPTY", max_retries=0, timeout=600)
+        gate = asyncio.Semaphore(options.concurrency)
+
+        async def one(payload) -> int:
+            async with gate:
+                return (await client.chat.completions.create(**payload)).usage.completion_tokens
+
+        try:
+            return sum(await asyncio.gather(*(one(payload) for payload in batch)))
+        finally:
+            await client.close()
+
+    asyncio.run(bare(payloads[:2]))  # warm-up: the server compiles the grammar
+    ours = bare_ = (float("inf"), 0)
+    with tempfile.TemporaryDirectory() as folder:
+        for round_ in range(2):
+            started = time.perf_counter()
+            tokens = asyncio.run(bare(payloads))
+            bare_ = min(bare_, (time.perf_counter() - started, tokens))
+            os.environ["LM_EVAL_FIN_CACHE"] = str(Path(folder) / f"served-{round_}.sqlite")
+            judge = load_judge(server.judge_spec, options)
+            started = time.perf_counter()
+            responses = judge.complete(requests, desc="bench served judge")
+            seconds = time.perf_counter() - started
+            assert judge.last_batch.model_calls == len(requests) and all(r.text for r in responses)
+            ours = min(ours, (seconds, judge.last_batch.completion_tokens))
+    n = len(requests)
+    note = (f"openai judge (judge.complete, cold cache) vs bare AsyncOpenAI + Semaphore({options.concurrency}), "
+            f"same requests, same vllm serve; best of 2 alternating; {ours[0]:.1f} s vs {bare_[0]:.1f} s; goal >= 0.9")
+    return [
+        _row(f"served judge requests ({n} JSON-schema requests)", n / ours[0], n / bare_[0], bare_[0] / ours[0],
+             "requests/s", note),
+        _row("served judge completion tokens", ours[1] / ours[0], bare_[1] / bare_[0],
+             (ours[1] / ours[0]) / (bare_[1] / bare_[0]), "completion tokens/s", note),
+    ]
+
+
+def served_harness_rows(lm, requests: list, server) -> list[dict]:
+    """fin_agentbench generation through lm-eval's ``local-chat-completions`` against the
+    server, and through the in-process ``--model vllm`` (same documents, same generation
+    settings; both engines the same model, float32, eager, no prefix caching); alternating,
+    best of 2 each. The ratio says what serving costs on one machine."""
+    from lm_eval.models.openai_completions import LocalChatCompletion
+
+    api = LocalChatCompletion(model=server.name, base_url=f"{server.base_url}/chat/completions",
+                              tokenizer=server.model_dir, num_concurrent=SERVED_CONCURRENCY, max_retries=1,
+                              max_length=server.max_model_len)
+    api_requests, _ = agentbench_requests(api)
+    served_s = local_s = float("inf")
+    for _ in range(2):
+        started = time.perf_counter()
+        lm.generate_until(requests, disable_tqdm=True)
+        local_s = min(local_s, time.perf_counter() - started)
+        started = time.perf_counter()
+        api.generate_until(api_requests, disable_tqdm=True)
+        served_s = min(served_s, time.perf_counter() - started)
+    return [_row(f"harness generation, served vs in-process ({len(requests)} fin_agentbench requests)", served_s,
+                 local_s, local_s / served_s, "s",
+                 f"lm-eval local-chat-completions (num_concurrent={SERVED_CONCURRENCY}) against vllm serve vs "
+                 "--model vllm in this process, same documents and gen_kwargs; best of 2 alternating; what "
+                 "serving costs on one machine (HTTP, the server's own tokenising and scheduling)")]
+
+
+def served_rows(lm, requests: list, model: str) -> list[dict]:
+    """Start ``vllm serve`` beside the in-process engine (prefix caching off on both), measure,
+    stop it."""
+    served = _served_module()
+    with tempfile.TemporaryDirectory() as folder:
+        server = served.VLLMServer(model, Path(folder) / "vllm-serve.log", extra_args=("--no-enable-prefix-caching",))
+        started = time.perf_counter()
+        try:
+            server.start().wait()
+            start_s = time.perf_counter() - started
+            rows = [_row("vllm serve start (to answering)", start_s, unit="s", note="the same model, float32, eager")]
+            rows += served_judge_rows(server)
+            rows += served_harness_rows(lm, requests, server)
+        finally:
+            server.stop()
+    return rows
+
+
 # ----------------------------------------------------------------------------------- driver
 
 
@@ -233,9 +355,11 @@ def measure(model: str | None, dtype: str) -> list[dict]:
     where = "CPU, embedded SmolLM2-135M" if model == str(paths.embedded_model()) else model
     rows = [_row(f"vLLM engine start ({where})", start_s, unit="s",
                  note=f"{dtype}, {'eager, in-process engine core' if cpu else 'default compilation'}")]
-    rows += harness_rows(lm)
+    requests, evaluate_s = agentbench_requests(lm)
+    rows += harness_rows(lm, requests, evaluate_s)
     rows += judge_rows(lm.model, model)
     rows += ems_rows(lm.model, model)
+    rows += served_rows(lm, requests, model)
     return rows
 
 
@@ -250,7 +374,7 @@ def run() -> list[dict]:
     if importlib.util.find_spec("vllm") is not None:
         return measure(None, "float32")
     if not VLLM_PYTHON.exists():
-        return [_row("vLLM rows (harness, judge, fin_ems rounds, warm re-run)",
+        return [_row("vLLM rows (harness, judge, fin_ems rounds, warm re-run, served path)",
                      note="not measured: no vLLM here; `make install-vllm` (CPU, .venv-vllm) then `make bench` "
                      "adds them, or see bench/RESULTS.md for a GPU")]
     done = subprocess.run([str(VLLM_PYTHON), __file__, "--json"], capture_output=True, text=True)

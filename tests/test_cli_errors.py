@@ -93,7 +93,7 @@ def test_run_checks_the_judge_server_before_lm_eval_starts(tmp_path):
         done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_lfqa", "--metadata", metadata,
                            "--judge", f"openai:{server.base_url}#judge-b", cwd=tmp_path)
         assert server.stats()["calls"] == 0
-    one_line_error(done, exit_status.USAGE, "the server has no model 'judge-b'; it serves judge-a")
+    one_line_error(done, exit_status.USAGE, "has no model 'judge-b'; it serves judge-a")
     # a server that does not answer is found before generation too
     done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_lfqa", "--metadata", metadata,
                        "--judge", "openai:http://127.0.0.1:9/v1#m", cwd=tmp_path)

@@ -57,6 +57,49 @@ def test_spec_forms(spec, backend, model, base_url, gguf):
     assert parse_spec(str(parsed)) == parsed  # the canonical string round-trips
 
 
+def test_several_endpoints_of_one_model_are_one_judge_in_any_order():
+    a = parse_spec("openai:http://10.0.0.2:8000/v1/, http://10.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct")
+    b = parse_spec("openai:http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1,http://10.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct")
+    assert a == b and a.base_urls == ("http://10.0.0.1:8000/v1", "http://10.0.0.2:8000/v1")
+    assert str(a) == "openai:http://10.0.0.1:8000/v1,http://10.0.0.2:8000/v1#Qwen/Qwen2.5-7B-Instruct"
+    # the spec string is the cache key's judge: one address alone is another judge
+    assert str(parse_spec("openai:http://10.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct")) != str(a)
+
+
+def test_each_backend_module_registers_its_kind(judge_cache):
+    """The kinds come from the backend modules (no list of names elsewhere); a kind registered
+    by other code is parsed, built and checked like the shipped ones."""
+    from lm_eval_fin.judge import spec as spec_module
+
+    assert list(spec_module._KINDS) == ["vllm", "openai", "hf"]
+    built = []
+
+    class Echo:
+        def __init__(self, parsed, options):
+            built.append((parsed, options))
+
+        def run(self, requests, sink):
+            sink.done_many([(i, JudgeResponse(r.messages[-1]["content"])) for i, r in enumerate(requests)])
+
+        def close(self):
+            pass
+
+    kind = spec_module.BackendKind(
+        name="echo", form="echo:<name>", parse=lambda rest: spec_module.JudgeSpec("echo", rest) if rest else None,
+        build=Echo, problem=lambda parsed: None, ready="always")
+    spec_module.register_backend(kind)
+    try:
+        assert "echo:<name>" in spec_module.spec_forms()
+        with pytest.raises(JudgeSpecError, match="expected echo:<name>"):
+            parse_spec("echo:")
+        judge = load_judge("echo:x", JudgeOptions(max_tokens=4))
+        with judge:
+            assert judge.complete([ask("hello")])[0].text == "hello"
+        assert built[0][0] == parse_spec("echo:x")
+    finally:
+        del spec_module._KINDS["echo"]
+
+
 @pytest.mark.parametrize(
     "spec, hint",
     [
@@ -64,8 +107,9 @@ def test_spec_forms(spec, backend, model, base_url, gguf):
         ("Qwen/Qwen2.5-7B-Instruct", "expected vllm:<model>"),
         ("tgi:http://x#m", "expected vllm:<model>"),
         ("vllm:", "vllm:<model>"),
-        ("openai:http://127.0.0.1:8000/v1", "openai:<base url>#<model>"),
-        ("openai:127.0.0.1:8000#m", "openai:<base url>#<model>"),
+        ("openai:http://127.0.0.1:8000/v1", "openai:<base url>[,<base url>...]#<model>"),
+        ("openai:127.0.0.1:8000#m", "openai:<base url>[,<base url>...]#<model>"),
+        ("openai:http://a:1/v1,b:2/v1#m", "openai:<base url>[,<base url>...]#<model>"),
         ("hf:", "hf:<model id or path>"),
         ("hf:/models/smol#", "hf:<model id or path>"),
     ],

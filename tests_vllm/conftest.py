@@ -18,11 +18,18 @@ needs another value passes its own environment to its child process):
 
 The ``lm-eval-fin run`` children start with the session, two at a time, while the tests in
 this process use their own engine (tests_vllm/runs.py): one engine in this process per test
-module, one or two per child.
+module, one or two per child. Two ``vllm serve`` processes (tests_vllm/served.py) start with
+the session too: the first serves the served runs (two at a time, once it answers) and the
+served tests, the second joins it for the scale-out tests and is the one killed and restarted.
+Their logs are kept under the session's temporary folder; the terminal summary names them when
+a test failed.
 """
 
 import importlib.util
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -39,7 +46,10 @@ import pytest  # noqa: E402
 
 from lm_eval_fin import paths  # noqa: E402
 from tests_vllm import figures  # noqa: E402
-from tests_vllm.runs import RunPool  # noqa: E402
+from tests_vllm.runs import RunPool, run_arguments, served_run_arguments  # noqa: E402
+from tests_vllm.served import VLLMServer  # noqa: E402
+
+_server_logs: list = []
 
 
 def pytest_configure(config):
@@ -51,6 +61,9 @@ def pytest_terminal_summary(terminalreporter):
     skipped = len(terminalreporter.stats.get("skipped", ()))
     if skipped:
         terminalreporter.write_line(f"{skipped} vLLM tests skipped: here every one must run", red=True)
+    if terminalreporter.stats.get("failed") or terminalreporter.stats.get("error"):
+        for log in _server_logs:
+            terminalreporter.write_line(f"vllm serve log kept: {log}", yellow=True)
     lines = figures.report()
     if lines:
         terminalreporter.section("vLLM figures (this run)")
@@ -72,23 +85,67 @@ def judge_spec(model_dir):
 @pytest.fixture(scope="session")
 def runs(tmp_path_factory, model_dir, judge_spec):
     """The ``lm-eval-fin run`` child processes (tests_vllm/runs.py)."""
-    pool = RunPool(tmp_path_factory.mktemp("runs"), model_dir, judge_spec)
+    workdir = tmp_path_factory.mktemp("runs")
+    pool = RunPool(workdir, run_arguments(workdir, model_dir, judge_spec))
     yield pool
     pool.close()
 
 
+@pytest.fixture(scope="session")
+def servers(request, model_dir):
+    """Two ``vllm serve`` of the embedded model, started now and waited for by their users.
+    Their logs go to a folder of their own (pytest's temporary folders are pruned by later
+    sessions), removed after a session without failures and kept, and named, otherwise."""
+    logs = Path(tempfile.mkdtemp(prefix="lm-eval-fin-vllm-serve-"))
+    started = [VLLMServer(model_dir, logs / f"vllm-serve-{n}.log").start() for n in (1, 2)]
+    _server_logs.extend(server.log for server in started)
+    yield started
+    for server in started:
+        server.stop()
+    if not request.session.testsfailed:
+        shutil.rmtree(logs, ignore_errors=True)
+        _server_logs.clear()
+    for n, server in enumerate(started, 1):
+        figures.record(f"vllm serve {n}: start to answering (s)", ", ".join(f"{s:.0f}" for s in server.starts))
+
+
+@pytest.fixture(scope="session")
+def served_runs(tmp_path_factory, servers):
+    """The served ``lm-eval-fin run`` children (runs.py), two at a time, once the server answers."""
+    workdir = tmp_path_factory.mktemp("served_runs")
+    pool = RunPool(workdir, served_run_arguments(workdir, servers[0]), workers=2, before=servers[0].wait)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def server_back(servers):
+    """The second server answering again (after a test killed and restarted it)."""
+    if servers[1].process.poll() is not None:  # killed by a test that failed before restarting it
+        servers[1].start()
+    return servers[1].wait()
+
+
+def _needs(item, fixture: str) -> bool:
+    return fixture in getattr(item, "fixturenames", ())
+
+
 @pytest.fixture(scope="session", autouse=True)
 def start_runs_with_the_session(request):
-    """Start the runs before the first test when any collected test needs them, so that they
-    overlap with the tests that work in this process."""
-    if any("runs" in getattr(item, "fixturenames", ()) for item in request.session.items):
-        request.getfixturevalue("runs")
+    """Start the servers and the runs before the first test when any collected test needs
+    them, so that they overlap with the tests that work in this process."""
+    for fixture in ("servers", "served_runs", "runs"):
+        if any(_needs(item, fixture) for item in request.session.items):
+            request.getfixturevalue(fixture)
 
 
 def pytest_collection_modifyitems(items):
     """The tests that need no run first (stable: each module keeps its order), so that they
-    work while the runs go on; those that wait for a run come after."""
-    items.sort(key=lambda item: "runs" in getattr(item, "fixturenames", ()))
+    work while the runs go on; then those of the served runs (which finish first), then those
+    that need the second server back from its restart (it loads meanwhile), then those that
+    wait for the in-process runs."""
+    order = ("served_runs", "server_back", "runs")
+    items.sort(key=lambda item: max((rank for rank, name in enumerate(order, 1) if _needs(item, name)), default=0))
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -1,6 +1,10 @@
 """Run the ``lm-eval-fin`` console script in a child process and watch it: wall time, peak
 RSS (the kernel's figure for the child, and the sum over its process tree sampled every
-0.2 s), and how many vLLM engine-core processes were alive at once."""
+0.2 s), and how many vLLM engine-core processes were alive at once.
+
+The child's peak is its ``VmHWM`` (the high-water mark of its own memory since ``exec``),
+sampled: ``ru_maxrss`` would do, but it also counts the parent's memory at the moment of the
+fork, and the parent here is a pytest process holding a vLLM engine of its own."""
 
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ class Run:
     stdout: str
     stderr: str
     wall_s: float
-    max_rss: int  # bytes, the child's own peak (ru_maxrss)
+    max_rss: int  # bytes, the child's own peak (VmHWM since exec; ru_maxrss where /proc cannot say)
     tree_rss_peak: int  # bytes, the largest sampled sum over the child and its descendants
     engine_cores_peak: int  # engine-core processes alive at once (vLLM's multiprocess mode)
     engine_cores_seen: set[int] = field(default_factory=set)
@@ -49,6 +53,7 @@ class _TreeSampler(threading.Thread):
         self.pid = pid
         self.stop = threading.Event()
         self.rss_peak = 0
+        self.hwm = 0  # bytes: the child's own high-water mark, last seen
         self.cores_peak = 0
         self.cores_seen: set[int] = set()
 
@@ -71,9 +76,22 @@ class _TreeSampler(threading.Thread):
                 except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
                     continue
             self.rss_peak = max(self.rss_peak, rss)
+            self.hwm = max(self.hwm, _high_water_mark(self.pid))
             self.cores_peak = max(self.cores_peak, len(cores))
             self.cores_seen |= cores
             self.stop.wait(SAMPLE_S)
+
+
+def _high_water_mark(pid: int) -> int:
+    """``VmHWM`` of ``pid`` in bytes (0 where unreadable)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
 
 
 def run_cli(args: list[str], env: dict | None = None, cwd: Path | None = None, timeout: float = 1200) -> Run:
@@ -97,7 +115,7 @@ def run_cli(args: list[str], env: dict | None = None, cwd: Path | None = None, t
         leftovers = _session_leftovers(process.pid)
         out.seek(0)
         err.seek(0)
-        return Run(command, process.returncode, out.read(), err.read(), wall_s, usage.ru_maxrss * 1024,
+        return Run(command, process.returncode, out.read(), err.read(), wall_s, sampler.hwm or usage.ru_maxrss * 1024,
                    sampler.rss_peak, sampler.cores_peak, sampler.cores_seen, leftovers)
 
 

@@ -1,10 +1,15 @@
-"""The ``lm-eval-fin run --model vllm`` child processes of the vLLM tests.
+"""The ``lm-eval-fin run`` child processes of the vLLM tests.
 
-Each is an engine start (or two) and a few minutes on a small CPU, so they are started
-together when the session begins, :data:`WORKERS` at a time (one OpenMP thread each), while
-the tests in this process work with their own engine; a test waits for the run it checks.
-They are listed in the order they start: the longest first, then the generations that
-``lm-eval-fin score`` re-scores, since that test waits for them.
+In-process runs (``--model vllm``): each is an engine start (or two) and a few minutes on a
+small CPU, so they are started together when the session begins, :data:`WORKERS` at a time
+(one OpenMP thread each), while the tests in this process work with their own engine; a test
+waits for the run it checks. They are listed in the order they start: the longest first,
+then the generations that ``lm-eval-fin score`` re-scores, since that test waits for them.
+
+Served runs (``--model local-chat-completions`` against the session's ``vllm serve``, judged
+through it as an ``openai:`` judge): two at a time, beside the others, once the server
+answers; ``lm-eval-fin score`` (with a ``vllm:`` and with an ``openai:`` judge) re-scores the
+samples of the judged ones.
 """
 
 from __future__ import annotations
@@ -12,11 +17,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from lm_eval_fin import paths, textsim
 from tests_vllm.processes import Run, run_cli
+from tests_vllm.served import VLLMServer
 
 WORKERS = 2
 ANSWER_TOKENS = 32  # fin_ems and fin_lfqa answers: enough to say something, short to generate
@@ -48,9 +56,37 @@ def lfqa_metadata(**extra) -> str:
                        "bertscore_model": BERTSCORE_MODEL, **extra})
 
 
-def run_arguments(workdir: Path, judge_spec: str) -> dict[str, tuple[list, dict]]:
-    """name -> (lm-eval-fin arguments, environment overrides); each writes under workdir/name
-    (the two stage-one runs under one folder, which ``lm-eval-fin score`` is given)."""
+AGENTBENCH = ["--tasks", "fin_agentbench_doc,fin_agentbench_chunk", "--limit", "2", "--log_samples",
+              "--gen_kwargs", f"max_gen_toks={RANKING_TOKENS}",
+              "--metadata", json.dumps({"data_path": str(paths.data_path("finagentbench_demo"))})]
+
+
+def run_arguments(workdir: Path, model_dir: str, judge_spec: str) -> dict[str, tuple[list, dict]]:
+    """name -> (``lm-eval-fin run`` arguments, environment overrides) of the in-process runs;
+    each writes under workdir/name."""
+    runs = _in_process_runs(workdir, judge_spec)
+    return {name: ([*model_flags(model_dir), *args], env) for name, (args, env) in runs.items()}
+
+
+def served_run_arguments(workdir: Path, server: VLLMServer) -> dict[str, tuple[list, dict]]:
+    """The same benchmarks with the model under test and the judge both behind ``server``:
+    lm-eval's ``local-chat-completions`` (its ``num_concurrent`` requests in flight) and an
+    ``openai:`` judge using the server's structured outputs; --limit 2 each. The judged runs
+    first: ``lm-eval-fin score`` re-scores their samples."""
+    model = ["--model", "local-chat-completions", "--model_args", server.model_args(), "--apply_chat_template"]
+    answers = ["--gen_kwargs", f"max_gen_toks={ANSWER_TOKENS}"]
+    judge = ["--judge", server.judge_spec, "--judge-max-tokens", "16"]
+    cache = {"LM_EVAL_FIN_CACHE": str(workdir / "served.sqlite")}
+    return {
+        "served/ems": ([*model, "--tasks", "fin_ems", "--limit", "2", *answers, "--log_samples",
+                        "--metadata", ems_metadata(**EMS_JUDGE_METADATA), *judge], cache),
+        "served/lfqa": ([*model, "--tasks", "fin_lfqa", "--limit", "2", "--confirm_run_unsafe_code", *answers,
+                         "--log_samples", "--metadata", lfqa_metadata(judge_max_tokens=64), *judge], cache),
+        "served/agentbench": ([*model, *AGENTBENCH], {}),
+    }
+
+
+def _in_process_runs(workdir: Path, judge_spec: str) -> dict[str, tuple[list, dict]]:
     answers = ["--gen_kwargs", f"max_gen_toks={ANSWER_TOKENS}"]
     cache = {"LM_EVAL_FIN_CACHE": str(workdir / "judge.sqlite")}
     ems_judged = ["--tasks", "fin_ems", "--limit", "1", *answers, "--metadata", ems_metadata(**EMS_JUDGE_METADATA)]
@@ -59,16 +95,8 @@ def run_arguments(workdir: Path, judge_spec: str) -> dict[str, tuple[list, dict]
         "lfqa_judged": (["--tasks", "fin_lfqa", "--limit", "2", "--confirm_run_unsafe_code", *answers,
                          "--metadata", lfqa_metadata(judge_max_tokens=64), "--judge", judge_spec, *JUDGE_FLAGS],
                         {**cache, "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}),
-        # stage one of the two-stage path (generations only, no judge), which a test in this
-        # process waits for
-        "stage1/ems": ([*ems_judged, "--predict_only", "--log_samples"], {}),
-        "stage1/lfqa": (["--tasks", "fin_lfqa", "--limit", "2", "--predict_only", "--log_samples", *answers,
-                          "--confirm_run_unsafe_code", "--metadata", lfqa_metadata()], {}),
         "ems_judged": ([*ems_judged, "--judge", judge_spec, *JUDGE_FLAGS], cache),
-        "ems_offline": (["--tasks", "fin_ems", "--limit", "2", *answers, "--metadata", ems_metadata(judge="none")], {}),
-        "agentbench": (["--tasks", "fin_agentbench_doc,fin_agentbench_chunk", "--limit", "2", "--log_samples",
-                        "--gen_kwargs", f"max_gen_toks={RANKING_TOKENS}",
-                        "--metadata", json.dumps({"data_path": str(paths.data_path("finagentbench_demo"))})], {}),
+        "agentbench": (AGENTBENCH, {}),
     }
 
 
@@ -84,31 +112,67 @@ def in_unit_range(results: dict, *metrics: str) -> None:
         assert 0.0 <= value <= 1.0, (metric, value)
 
 
+def undefined(value) -> bool:
+    """No value: absent, null, or NaN (a file written before results became strict JSON)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
+
+
 def check_judged_ems(results: dict, scorers=("llm", "rouge", "bertscore")) -> float:
     """The EMS figures of a judged fin_ems run: in range over the documents the judge scored,
-    NaN when it scored none (a judge failure is never a score); returns the share of
+    undefined when it scored none (a judge failure is never a score); returns the share of
     documents left unjudged."""
     unjudged = results["judge_failure,none"] + results["judge_parse_failure,none"]
     assert 0.0 <= unjudged <= 1.0
     for scorer in scorers:
         for part in ("precision", "recall", "f1"):
-            value = results[f"ems_{scorer}_{part},none"]
-            assert math.isnan(value) if unjudged == 1.0 else 0.0 <= value <= 1.0, (scorer, part, value)
+            value = results.get(f"ems_{scorer}_{part},none")
+            assert undefined(value) if unjudged == 1.0 else 0.0 <= value <= 1.0, (scorer, part, value)
     return unjudged
 
 
-class RunPool:
-    """Every run started at once, :data:`WORKERS` at a time; :meth:`result` waits for one."""
+def metric_names(results: dict) -> set[str]:
+    """The metrics of a task's results, without their stderr entries and filter names: what
+    two runs of the same task share whatever their model."""
+    return {key.partition(",")[0] for key in results if "_stderr" not in key and key != "alias"}
 
-    def __init__(self, workdir: Path, model_dir: str, judge_spec: str):
+
+def copy_judged_runs(served_runs: RunPool, root: Path) -> Path:
+    """A copy of the served fin_ems and fin_lfqa output folders under ``root`` (each test that
+    re-scores them writes its own files beside them)."""
+    for name in ("ems", "lfqa"):
+        run = served_runs.result(f"served/{name}")
+        assert run.returncode in (0, 1), run.stderr[-3000:]  # 1: EMS left documents unjudged
+        shutil.copytree(served_runs.output(f"served/{name}"), root / name)
+    return root
+
+
+def judged_results(root: Path) -> dict:
+    """task -> (results, judge section) of every judged_results file ``lm-eval-fin score`` wrote
+    under ``root``."""
+    found = {}
+    for path in root.rglob("judged_results_*.json"):
+        document = json.loads(path.read_text())
+        found.update({task: (document["results"][task], document["judge"]) for task in document["results"]})
+    return found
+
+
+class RunPool:
+    """Every run started at once, ``workers`` at a time, each after ``before()`` (a server to
+    wait for); :meth:`result` waits for one."""
+
+    def __init__(self, workdir: Path, runs: dict[str, tuple[list, dict]], workers: int = WORKERS,
+                 before: Callable[[], object] | None = None):
         self.workdir = workdir
-        self._executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="lm-eval-fin-run")
+        self.before = before
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="lm-eval-fin-run")
         self._futures: dict[str, Future] = {}
-        for name, (args, env) in run_arguments(workdir, judge_spec).items():
-            argv = ["run", *model_flags(model_dir), *args, "--output_path", str(workdir / name)]
+        for name, (args, env) in runs.items():
+            argv = ["run", *args, "--output_path", str(workdir / name)]
             self._futures[name] = self._executor.submit(self._run, name, argv, {**os.environ, **env})
 
     def _run(self, name: str, argv: list[str], env: dict) -> Run:
+        if self.before is not None:
+            self.before()
         run = run_cli(argv, env, self.workdir)
         # the whole output, beside the run's results, for a test that fails on its figures
         log = self.workdir / f"{name}.log"

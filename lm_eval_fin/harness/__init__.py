@@ -14,5 +14,11 @@
 * :mod:`~lm_eval_fin.harness.replay` and :mod:`~lm_eval_fin.harness.rescore`: ``lm-eval-fin
   score``, logged answers replayed through lm-eval;
 * :mod:`~lm_eval_fin.harness.run` and :mod:`~lm_eval_fin.harness.demo`: ``lm-eval-fin run``
-  and ``lm-eval-fin demo``.
+  and ``lm-eval-fin demo``;
+* :mod:`~lm_eval_fin.harness.engines`: lm-eval's own vLLM engine shut down before a ``vllm:``
+  judge's starts in the same process (imported here: a judge started from any harness code
+  finds the hook registered).
 """
+
+from lm_eval_fin.harness import engines  # noqa: F401 - registers the engine hand-over with the vllm judge
+

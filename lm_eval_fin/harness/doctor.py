@@ -118,6 +118,7 @@ def check_hub() -> Check:
 def check_judge(spec: str) -> Check:
     from lm_eval_fin.judge import JudgeSpecError, parse_spec
     from lm_eval_fin.judge.preflight import judge_problem
+    from lm_eval_fin.judge.spec import backend_kind
 
     try:
         parsed = parse_spec(spec)
@@ -126,8 +127,7 @@ def check_judge(spec: str) -> Check:
     problem = judge_problem(parsed)
     if problem is not None:
         return Check("judge", False, problem, needed=True)
-    where = {"openai": f"{parsed.base_url} serves {parsed.model!r}", "vllm": "vllm importable, model found"}
-    return Check("judge", True, f"{parsed}: {where.get(parsed.backend, 'transformers, model found')}")
+    return Check("judge", True, f"{parsed}: {backend_kind(parsed.backend).ready}")
 
 
 CHECKS: tuple[Callable[[], Check], ...] = (

@@ -9,7 +9,9 @@ Modules: :mod:`~lm_eval_fin.judge.spec` (naming a judge), :mod:`~lm_eval_fin.jud
 (decoding and serving options), :mod:`~lm_eval_fin.judge.core` (batching, resolution of
 decoding parameters, stats, ``complete_parsed``), :mod:`~lm_eval_fin.judge.cache` (the
 sqlite cache and its key), and one module per backend: ``vllm_backend``,
-``openai_backend``, ``hf_backend``.
+``openai_backend`` (with :mod:`~lm_eval_fin.judge.endpoints`), ``hf_backend``. Each backend
+module registers its spec kind when imported (:func:`~lm_eval_fin.judge.spec.register_backend`);
+they are imported here, so every kind is known wherever the package is used.
 """
 
 from lm_eval_fin.cleantext import printable
@@ -27,6 +29,9 @@ from lm_eval_fin.judge.cache import JudgeCacheError
 from lm_eval_fin.judge.core import ParsedAnswer, complete_parsed, complete_parsed_answers, load_judge
 from lm_eval_fin.judge.options import JudgeOptions
 from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
+
+# each backend registers its spec kind; this order is the order of the forms in messages
+from lm_eval_fin.judge import vllm_backend, openai_backend, hf_backend  # noqa: E402, F401, I001 isort: skip
 
 __all__ = [
     "BatchStats",

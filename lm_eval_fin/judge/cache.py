@@ -1,11 +1,12 @@
-"""Persistent judge cache: one sqlite3 file in WAL mode, shared by every process of a user.
+"""Persistent judge cache: one sqlite3 file in WAL mode, shared by every process of a user on one host.
 
 Key. ``sha256`` of the canonical JSON of (key version, judge spec, messages, max_tokens,
 temperature, seed, output constraint, attempt), after the judge's options filled in what
 the request left open. Any change to one of them is another entry; nothing else (the
 caller, the task, the time) is part of it, so the same question asked by two tasks, or by
 two runs, is answered once. The judge spec is the full user-facing string: an
-OpenAI-compatible server at another address is another judge.
+OpenAI-compatible server at another address is another judge (several endpoints of one
+model, ``openai:URL1,URL2#model``, are one judge, whatever their order).
 
 Only answers are stored, never failures: a re-run asks again for what failed. An answer the
 caller could not parse is stored like any other; see ``retry_unparsable`` in
@@ -20,14 +21,21 @@ it had finished, and a second process sees them at once. A connection is opened 
 process (and re-opened after ``fork``); within a process a lock serialises its use, because
 the openai backend writes from its event-loop thread.
 
+One host. WAL keeps its index in shared memory beside the file, which processes on other
+hosts do not see (SQLite documents WAL as unusable over a network file system), so a cache
+file belongs to one host: never point ``$LM_EVAL_FIN_CACHE`` of several hosts at one file
+on a shared disk. Answers are not shared between hosts: the scale-out recipe (docs/judges.md,
+"Several servers") runs every command on one driver host, whose cache holds every answer,
+with the models on the servers.
+
 Claims. Before a judge sends a request it *claims* its key (a row in ``claims``), so that two
 processes judging the same data do not both send it: a key another live process has claimed
 is waited for (its answer appears in ``completions``) rather than sent. A claim names its
 process (host, pid and the pid's start time, so a reused pid is not taken for the dead
-claimant); a claim whose process is gone is taken over. Claims from another host (a cache
-on a shared disk) cannot be checked that way and expire ``CLAIM_LEASE_S`` seconds after
-their owner last stored an answer. A failed request releases its claim at once; the others
-are released when their batch ends.
+claimant); a claim whose process is gone is taken over. A claim under another host name
+(a file copied from another machine, a container whose host name changed) cannot be checked
+that way and expires ``CLAIM_LEASE_S`` seconds after its owner last stored an answer. A
+failed request releases its claim at once; the others are released when their batch ends.
 
 Errors. A file that is not a usable cache (not sqlite, corrupt, read-only, a table of
 another shape, a folder that cannot be created) raises :class:`JudgeCacheError`, whose
@@ -60,7 +68,7 @@ CACHE_ENV = "LM_EVAL_FIN_CACHE"
 KEY_VERSION = 1
 # Well below SQLite's historical limit of 999 host parameters per statement.
 _LOOKUP_CHUNK = 900
-# A claim of another host expires this long after its owner last showed signs of life.
+# A claim under another host name expires this long after its owner last showed signs of life.
 CLAIM_LEASE_S = 600.0
 # How often an owner refreshes its claims' heartbeat while it stores answers.
 _HEARTBEAT_EVERY_S = 30.0
@@ -334,7 +342,7 @@ class JudgeCache:
     def put_many(self, judge_spec: str, items: Iterable[tuple[str, CachedAnswer]],
                  claimant: Claimant | None = None) -> None:
         """Store answers in one short transaction (``claimant``: refresh its claims' heartbeat
-        now and then, so claims of a live owner on another host do not expire)."""
+        now and then, so claims of a live owner under another host name do not expire)."""
         now = time.time()
         rows = [
             (key, judge_spec, answer.text, answer.prompt_tokens, answer.completion_tokens, now)

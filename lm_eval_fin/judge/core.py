@@ -59,7 +59,7 @@ from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse
 from lm_eval_fin.judge.cache import CachedAnswer, Claimant, JudgeCache, JudgeCacheError, cache_key, oversized_reply
 from lm_eval_fin.judge.options import JUDGE_ENV, JudgeOptions, resolve_options
-from lm_eval_fin.judge.spec import JudgeSpec, parse_spec
+from lm_eval_fin.judge.spec import JudgeSpec, backend_kind, parse_spec
 
 logger = logging.getLogger("lm_eval_fin.judge")
 
@@ -524,20 +524,6 @@ def complete_parsed_answers(
     return results
 
 
-def _make_backend(spec: JudgeSpec, options: JudgeOptions) -> Backend:
-    if spec.backend == "hf":
-        from lm_eval_fin.judge.hf_backend import HFBackend
-
-        return HFBackend(spec, options)
-    if spec.backend == "openai":
-        from lm_eval_fin.judge.openai_backend import OpenAIBackend
-
-        return OpenAIBackend(spec, options)
-    from lm_eval_fin.judge.vllm_backend import VLLMBackend
-
-    return VLLMBackend(spec, options)
-
-
 def _ensure_visible_logging() -> None:
     """Batch summaries are INFO records of ``lm_eval_fin.judge``. lm-eval configures only its
     own logger, so without this they would vanish; an application that configured logging
@@ -568,4 +554,4 @@ def load_judge(spec: str | None = None, options: JudgeOptions | None = None) -> 
     parsed = parse_spec(spec)
     options = options or resolve_options()
     _ensure_visible_logging()
-    return CachedJudge(parsed, _make_backend(parsed, options), options)
+    return CachedJudge(parsed, backend_kind(parsed.backend).build(parsed, options), options)

@@ -33,7 +33,8 @@ from collections.abc import Sequence
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.base import JudgeConfigError, JudgeRequest, JudgeResponse
 from lm_eval_fin.judge.options import JudgeOptions
-from lm_eval_fin.judge.spec import JudgeSpec
+from lm_eval_fin.judge.preflight import model_problem
+from lm_eval_fin.judge.spec import BackendKind, JudgeSpec, register_backend
 
 logger = logging.getLogger("lm_eval_fin.judge")
 
@@ -172,3 +173,22 @@ class HFBackend:
     def close(self) -> None:
         self.model = None
         self.tokenizer = None
+
+
+def parse_hf(rest: str) -> JudgeSpec | None:
+    """``<model id or path>[#<gguf file>]``."""
+    model, hash_, gguf_file = rest.rpartition("#") if "#" in rest else (rest, "", "")
+    model, gguf_file = model.strip(), gguf_file.strip()
+    if not model or (hash_ and not gguf_file):
+        return None
+    return JudgeSpec("hf", model, gguf_file=gguf_file or None)
+
+
+register_backend(BackendKind(
+    name="hf",
+    form="hf:<model id or path>[#<gguf file>]",
+    parse=parse_hf,
+    build=HFBackend,
+    problem=model_problem,
+    ready="transformers, model found",
+))

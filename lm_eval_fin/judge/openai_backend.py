@@ -1,9 +1,11 @@
-"""``openai:<base url>#<model>``: any OpenAI-compatible chat-completions server.
+"""``openai:<base url>[,<base url>...]#<model>``: any OpenAI-compatible chat-completions server.
 
 ``vllm serve``, SGLang, TGI, llama.cpp's server and OpenAI itself. The official ``openai``
-``AsyncOpenAI`` client sends the batch with at most ``concurrency`` requests in flight
-(``asyncio.Semaphore``); the API key is ``$OPENAI_API_KEY``, else ``"EMPTY"`` (what local
-servers expect).
+``AsyncOpenAI`` client sends the batch with at most ``concurrency`` requests in flight per
+endpoint; the API key is ``$OPENAI_API_KEY``, else ``"EMPTY"`` (what local servers expect).
+Several base URLs are endpoints of one model (one ``vllm serve`` per node): each request goes
+to one of them, and an endpoint that fails is taken out for a while and its request re-sent
+to another (:mod:`lm_eval_fin.judge.endpoints`).
 
 Time. The client's own timeout is per read (httpx's connect/read/write/pool timeouts), so
 a server that sends a byte now and then would hold a request for ever; each attempt is
@@ -21,7 +23,7 @@ the server asked for, also capped at ``backoff_max_s``. Other HTTP errors (400, 
 not retried: the same request would fail again. Nor is a reply without text: a refusal
 (the message's ``refusal`` field) or an empty reply. After that the request's response has
 ``text=None`` and an ``error`` naming the cause and the number of attempts; the other
-requests go on. When ``max(8, 2 * concurrency)`` requests in a row have failed for good
+requests go on. When ``max(8, 2 * concurrency * endpoints)`` requests in a row have failed for good
 after their retries (a server that went away or is overwhelmed), the rest of the batch is
 not sent but failed at once with that reason, and requests in flight are not retried again,
 instead of each waiting through its own retries; a re-run sends only what is not in the
@@ -52,13 +54,16 @@ import email.utils
 import json
 import os
 import time
+import urllib.error
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.base import JudgeConfigError, JudgeRequest, JudgeResponse
+from lm_eval_fin.judge.endpoints import Endpoint, EndpointPool
 from lm_eval_fin.judge.options import JudgeOptions
-from lm_eval_fin.judge.spec import JudgeSpec
+from lm_eval_fin.judge.preflight import SCORE_LATER, served_models
+from lm_eval_fin.judge.spec import BackendKind, JudgeSpec, register_backend
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 RETRY_AFTER_STATUS = frozenset({429, 503})
@@ -226,14 +231,13 @@ class OpenAIBackend:
     async def _run_all(self, requests: Sequence[JudgeRequest], sink) -> None:
         from openai import AsyncOpenAI
 
-        client = AsyncOpenAI(
-            base_url=self.spec.base_url,
-            api_key=os.environ.get("OPENAI_API_KEY") or "EMPTY",
-            timeout=self.options.timeout_s,
-            max_retries=0,
-        )
-        semaphore = asyncio.Semaphore(self.options.concurrency)
-        breaker = _Breaker(max(8, 2 * self.options.concurrency))
+        api_key = os.environ.get("OPENAI_API_KEY") or "EMPTY"
+        clients = [AsyncOpenAI(base_url=url, api_key=api_key, timeout=self.options.timeout_s, max_retries=0)
+                   for url in self.spec.base_urls]
+        pool = EndpointPool(self.spec.base_urls, self.options.concurrency, self.options.backoff_s, clients)
+        total = self.options.concurrency * len(clients)
+        semaphore = asyncio.Semaphore(total)
+        breaker = _Breaker(max(8, 2 * total))
         deadline = getattr(sink, "deadline", None)
         stop: list[JudgeConfigError] = []
 
@@ -251,7 +255,7 @@ class OpenAIBackend:
                     response = JudgeResponse(None, error=f"not sent: {sink.deadline_error()}")
                 else:
                     try:
-                        response, retryable = await self._complete_one(client, request, sink, breaker, deadline)
+                        response, retryable = await self._complete_one(pool, request, sink, breaker, deadline)
                     except JudgeConfigError as exc:
                         if not stop:
                             stop.append(exc)
@@ -273,10 +277,28 @@ class OpenAIBackend:
         finally:
             for task in tasks:
                 task.cancel()
-            await client.close()
+            if pool.outages:
+                sink.note("endpoint_outages", pool.outages)
+            for client in clients:
+                await client.close()
 
-    async def _attempt(self, client, payload: dict[str, Any], deadline: float | None):
-        """One HTTP request, bounded as a whole by ``timeout_s`` and by the batch deadline."""
+    async def _attempt(self, pool: EndpointPool, payload: dict[str, Any], deadline: float | None):
+        """One HTTP request to an endpoint of the pool, bounded as a whole by ``timeout_s`` and
+        by the batch deadline; (the completion or the exception raised, the endpoint)."""
+        try:
+            endpoint = await pool.acquire(deadline)
+        except TimeoutError:
+            raise _Deadline from None
+        try:
+            return await self._request(endpoint.client, payload, deadline), endpoint
+        except _Deadline:
+            raise
+        except Exception as exc:  # noqa: BLE001 - the caller classifies it, with the endpoint
+            return exc, endpoint
+        finally:
+            await pool.release(endpoint)
+
+    async def _request(self, client, payload: dict[str, Any], deadline: float | None):
         budget, cut_by_deadline = self.options.timeout_s, False
         if deadline is not None:
             remaining = deadline - time.monotonic()
@@ -297,7 +319,7 @@ class OpenAIBackend:
                 raise _Deadline from None
             raise
 
-    async def _complete_one(self, client, request: JudgeRequest, sink, breaker: _Breaker,
+    async def _complete_one(self, pool: EndpointPool, request: JudgeRequest, sink, breaker: _Breaker,
                             deadline: float | None) -> tuple[JudgeResponse, bool]:
         """The response, and whether a failure was of the retryable kind (the server away or
         overwhelmed) rather than the server rejecting this request."""
@@ -317,26 +339,39 @@ class OpenAIBackend:
                 sink.retried()
                 await asyncio.sleep(wait)
             try:
-                completion = await self._attempt(client, payload, deadline)
-                return read_completion(completion), False
+                outcome, endpoint = await self._attempt(pool, payload, deadline)
             except _Deadline:
                 return JudgeResponse(None, error=sink.deadline_error()), False
-            except Exception as exc:  # classify_error re-raises what is not a request failure
-                if isinstance(exc, openai.APIStatusError) and exc.status_code in CONFIG_STATUS:
-                    raise await self._config_error(client, exc) from exc
-                retryable, reason, retry_after = classify_error(exc, self.options.timeout_s)
-                if not retryable:
-                    return JudgeResponse(None, error=f"{reason} (not retried)"), False
-            if retry_after is None:
+            if not isinstance(outcome, Exception):
+                try:
+                    response = read_completion(outcome)
+                except MalformedReply as exc:
+                    outcome = exc
+                else:
+                    pool.answered(endpoint)
+                    return response, False
+            if isinstance(outcome, openai.APIStatusError) and outcome.status_code in CONFIG_STATUS:
+                raise await self._config_error(endpoint, outcome) from outcome
+            retryable, reason, retry_after = classify_error(outcome, self.options.timeout_s)
+            if not retryable:
+                pool.answered(endpoint)  # it answered: the request is what it rejected
+                return JudgeResponse(None, error=f"{reason} (not retried)"), False
+            if pool.several:
+                reason = f"{endpoint.url}: {reason}"
+            if not isinstance(outcome, MalformedReply):
+                pool.failed(endpoint, reason, retry_after)
+            if pool.another_in_service(endpoint):
+                wait = 0.0  # the retry goes to another endpoint at once
+            elif retry_after is None:
                 wait = min(self.options.backoff_max_s, self.options.backoff_s * 2**attempt)
             else:
                 wait = min(self.options.backoff_max_s, retry_after)
                 sink.note("retry_after_waits")
         return JudgeResponse(None, error=f"{reason} (after {attempts} attempts)"), True
 
-    async def _config_error(self, client, exc) -> JudgeConfigError:
+    async def _config_error(self, endpoint: Endpoint, exc) -> JudgeConfigError:
         """One line for a 401, 403 or 404: what is wrong, and what to change."""
-        where = f"the server at {self.spec.base_url}"
+        where = f"the server at {endpoint.url}"
         status, detail = exc.status_code, status_detail(exc)
         if status == 401:
             return JudgeConfigError(f"{where} refused the API key (HTTP 401: {detail}); set OPENAI_API_KEY to a "
@@ -344,7 +379,7 @@ class OpenAIBackend:
         if status == 403:
             return JudgeConfigError(f"{where} denied access (HTTP 403: {detail}); check that the key in "
                                     f"OPENAI_API_KEY may use the model '{one_line(self.spec.model)}'")
-        models = await self._served_models(client)
+        models = await self._served_models(endpoint.client)
         if models is not None and self.spec.model not in models:
             return JudgeConfigError(
                 f"{where} has no model '{one_line(self.spec.model)}'; models it serves: {models} (GET /models); "
@@ -365,3 +400,46 @@ class OpenAIBackend:
 
     def close(self) -> None:
         pass
+
+
+# ------------------------------------------------------------------------------ the spec kind
+
+
+def parse_openai(rest: str) -> JudgeSpec | None:
+    """``<base url>[,<base url>...]#<model>``: endpoints that serve one model."""
+    where, _, model = rest.partition("#")
+    urls = sorted({url.strip().rstrip("/") for url in where.split(",")})
+    if not model.strip() or not all(url.startswith(("http://", "https://")) for url in urls):
+        return None
+    return JudgeSpec("openai", model.strip(), base_urls=tuple(urls))
+
+
+def openai_problem(spec: JudgeSpec) -> str | None:
+    """Every endpoint must answer and list the model (a server without a model list passes:
+    its first request will tell)."""
+    for url in spec.base_urls:
+        try:
+            served = served_models(url, os.environ.get("OPENAI_API_KEY"))
+        except urllib.error.HTTPError as exc:
+            if exc.code in (401, 403):
+                return f"judge {spec}: the server at {url} refused the API key (HTTP {exc.code}); set OPENAI_API_KEY"
+            continue
+        except (OSError, ValueError) as exc:
+            return (
+                f"judge {spec}: no answer from {url} ({one_line(exc, 160)}); check the address (http or https, "
+                f"host, port) and start the server first{SCORE_LATER}"
+            )
+        if served and spec.model not in served:
+            return f"judge {spec}: the server at {url} has no model {spec.model!r}; it serves {', '.join(served[:10])}"
+    return None
+
+
+register_backend(BackendKind(
+    name="openai",
+    form="openai:<base url>[,<base url>...]#<model>",
+    example="openai:http://127.0.0.1:8000/v1#Qwen/Qwen2.5-7B-Instruct",
+    parse=parse_openai,
+    build=OpenAIBackend,
+    problem=openai_problem,
+    ready="the server lists the model",
+))

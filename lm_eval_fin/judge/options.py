@@ -9,7 +9,7 @@ Options (flag, field, what it does):
     decoding; the default is greedy (0) with seed 0, so a judge's scores are reproducible.
     Retries of unparsable answers sample instead (see :mod:`lm_eval_fin.judge.core`).
 ``--judge-concurrency`` (``concurrency``)
-    openai backend: requests in flight at once.
+    openai backend: requests in flight at once, per endpoint (a spec may list several).
 ``--judge-timeout`` (``timeout_s``)
     openai backend: seconds one HTTP request may take from start to end (connecting, waiting
     and reading the body), after which it counts as failed; a server that trickles its
@@ -54,7 +54,7 @@ bound, reached only by a server that answers nothing useful):
 
 * one request: ``(max_retries + 1) * timeout_s + max_retries * backoff_max_s`` =
   5 * 120 + 4 * 10 = 640 s (with the exponential backoff and no ``Retry-After``: 607.5 s).
-* one batch, server down or hung: the batch stops sending once ``max(8, 2 * concurrency)``
+* one batch, server down or hung: the batch stops sending once ``max(8, 2 * concurrency * endpoints)``
   requests in a row have failed after their retries, and requests in flight then are not
   retried again. With ``concurrency`` 8 that is two rounds of 8 requests of 640 s each, plus
   one ``timeout_s`` for those in flight: 2 * 640 + 120 = 1400 s, about 23 minutes.
@@ -224,7 +224,7 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--judge",
         default=os.environ.get(JUDGE_ENV),
-        help=f"judge spec: vllm:<model>, openai:<base url>#<model>, hf:<model or path>[#<gguf file>] "
+        help=f"judge spec: vllm:<model>, openai:<base url>[,<base url>...]#<model>, hf:<model or path>[#<gguf file>] "
         f"(default: ${JUDGE_ENV})",
     )
     defaults = JudgeOptions()
@@ -234,7 +234,7 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
                        help="0 is greedy (default)")
     group.add_argument("--judge-seed", type=int, default=None, help=f"({defaults.seed})")
     group.add_argument("--judge-concurrency", type=int, default=None,
-                       help=f"openai: requests in flight ({defaults.concurrency})")
+                       help=f"openai: requests in flight per endpoint ({defaults.concurrency})")
     group.add_argument("--judge-timeout", type=float, default=None,
                        help=f"openai: seconds one request may take, connecting and reading included "
                        f"({defaults.timeout_s:g})")

@@ -1,28 +1,29 @@
 """Can the judge a command names do its work here? Asked before any work starts.
 
 A run that generates for hours and then finds its judge misnamed loses nothing (the samples
-are logged), but the user learns late. This check is cheap: an openai-compatible server is
-asked for its models once; an hf or vllm model must be a folder, in the local Hugging Face
-cache, or reachable on the hub; vllm must be importable. A server that does not answer (an
-unresolvable host, https to an http server) is a problem too, for every command: start it
-first, or run without ``--judge`` and re-score with ``lm-eval-fin score``. The judge cache
-must open and take writes (:func:`cache_problem`): a corrupt or read-only cache is known
-before the model under test runs, not at its first answer.
+are logged), but the user learns late. This check is cheap, and each backend says what it
+means for it (:class:`~lm_eval_fin.judge.spec.BackendKind`, ``problem``): an
+openai-compatible server is asked for its models once; an hf or vllm model must be a folder,
+in the local Hugging Face cache, or reachable on the hub; vllm must be importable. A server
+that does not answer (an unresolvable host, https to an http server) is a problem too, for
+every command: start it first, or (``run``) run without ``--judge`` and score later with
+``lm-eval-fin score``. The judge cache must open and take writes (:func:`cache_problem`): a
+corrupt or read-only cache is known before the model under test runs, not at its first answer.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
-import urllib.error
 import urllib.request
 
 from lm_eval_fin import hub
-from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.exit_status import JUDGE_CACHE, Problem
 from lm_eval_fin.judge.cache import JudgeCache, JudgeCacheError
-from lm_eval_fin.judge.spec import JudgeSpec
+from lm_eval_fin.judge.spec import JudgeSpec, backend_kind
+
+# the hint a judge problem of `run` ends with (a run can go without its judge and be scored later)
+SCORE_LATER = ", or run without --judge and score the logged samples later with `lm-eval-fin score`"
 
 MODELS_TIMEOUT_S = 5.0
 
@@ -38,31 +39,18 @@ def served_models(base_url: str, api_key: str | None = None) -> list[str]:
     return [str(model.get("id")) for model in listed if isinstance(model, dict)]
 
 
-def judge_problem(spec: JudgeSpec, score_later: bool = True) -> str | None:
-    """Why the judge ``spec`` cannot work here, in one line that names the fix; None if it can.
-    ``score_later``: the command can run without the judge and be scored later (``run``)."""
-    if spec.backend == "openai":
-        try:
-            served = served_models(spec.base_url, os.environ.get("OPENAI_API_KEY"))
-        except urllib.error.HTTPError as exc:
-            if exc.code in (401, 403):
-                return f"judge {spec}: the server refused the API key (HTTP {exc.code}); set OPENAI_API_KEY"
-            return None  # a server without a model list: the first request will tell
-        except (OSError, ValueError) as exc:
-            later = ", or run without --judge and re-score later with `lm-eval-fin score`" if score_later else ""
-            return (
-                f"judge {spec}: no answer from {spec.base_url} ({one_line(exc, 160)}); check the address "
-                f"(http or https, host, port) and start the server first{later}"
-            )
-        if served and spec.model not in served:
-            return f"judge {spec}: the server has no model {spec.model!r}; it serves {', '.join(served[:10])}"
-        return None
-    if spec.backend == "vllm" and importlib.util.find_spec("vllm") is None:
-        return (
-            f"judge {spec}: vLLM is not installed (GPU: pip install 'lm-eval-fin[vllm]'; CPU: make install-vllm)"
-        )
+def model_problem(spec: JudgeSpec) -> str | None:
+    """A local or hub model (hf, vllm): why it cannot be found, or None."""
     problem = hub.model_problem(spec.model)
     return None if problem is None else f"judge {spec}: cannot load the model: {problem}"
+
+
+def judge_problem(spec: JudgeSpec, score_later: bool = True) -> str | None:
+    """Why the judge ``spec`` cannot work here, in one line that names the fix; None if it can.
+    ``score_later``: the command can run without the judge and be scored later (``run``); the
+    other commands drop that hint."""
+    problem = backend_kind(spec.backend).problem(spec)
+    return problem if problem is None or score_later else problem.replace(SCORE_LATER, "")
 
 
 def cache_problem(path: str | os.PathLike | None = None) -> str | None:

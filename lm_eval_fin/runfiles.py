@@ -105,7 +105,8 @@ class Run:
 
     @property
     def config(self) -> dict:
-        return self.results.get("config") if isinstance(self.results.get("config"), dict) else {}
+        config = self.results.get("config")
+        return config if isinstance(config, dict) else {}
 
     @property
     def model_args(self) -> dict:
@@ -330,8 +331,8 @@ def results_files(path: Path) -> list[Path]:
     """The results files of one lm-eval output folder (or the file itself), in date order."""
     if path.is_file():
         return [path]
-    found = [p for p in path.rglob("results_*.json") if RESULTS_FILE.match(p.name)]
-    return sorted(found, key=lambda p: (RESULTS_FILE.match(p.name)["date"], str(p)))  # type: ignore[index]
+    dates = {p: match["date"] for p in path.rglob("results_*.json") if (match := RESULTS_FILE.match(p.name))}
+    return sorted(dates, key=lambda p: (dates[p], str(p)))
 
 
 def read_results_dirs(paths: Iterable[str | Path]) -> tuple[list[Run], list[Unreadable]]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -198,6 +199,6 @@ def _render_stability(title: str, comparison: Comparison) -> str:
     return "\n".join([title, *_columns(rows)])
 
 
-def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+def _columns(rows: Sequence[tuple[str, ...]]) -> list[str]:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]

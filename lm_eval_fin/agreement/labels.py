@@ -86,14 +86,19 @@ class Preference:
     annotator: str
 
 
-def _text(value: Any, where: str, key: str, required: bool = False) -> str | None:
+def _text(value: Any, where: str, key: str) -> str | None:
     if value is None or value == "":
-        if required:
-            raise LabelError(f"{where}: '{key}' is missing")
         return None
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise LabelError(f"{where}: '{key}' must be text, got {json.dumps(value)[:60]}")
     return str(value)
+
+
+def _required_text(value: Any, where: str, key: str) -> str:
+    text = _text(value, where, key)
+    if text is None:
+        raise LabelError(f"{where}: '{key}' is missing")
+    return text
 
 
 def _number(value: Any, where: str, key: str) -> float | None:
@@ -144,7 +149,7 @@ def _reference_points(value: Any, where: str) -> tuple[str, ...] | None:
 
 def _answer_ref(line: dict, where: str) -> AnswerRef:
     return AnswerRef(
-        id=_text(line.get("id"), where, "id", required=True),  # type: ignore[arg-type]
+        id=_required_text(line.get("id"), where, "id"),
         task=_text(line.get("task"), where, "task"),
         model=_text(line.get("model"), where, "model"),
         answer_hash=_text(line.get("answer_hash"), where, "answer_hash"),

@@ -44,7 +44,9 @@ class JudgedAnswer:
 
     @property
     def family(self) -> Family:
-        return family_of(self.task)  # type: ignore[return-value]  # only answers of a family are collected
+        family = family_of(self.task)
+        assert family is not None, "only answers of a family are collected"
+        return family
 
     def max_score(self) -> int | None:
         """fin_ems: the top of the judge's 0..max_score point scale, from the run's settings."""
@@ -210,8 +212,9 @@ def checked_scores(label: Label, answer: JudgedAnswer) -> dict[str, float]:
         for rating in label.points:
             if rating is not None and not 0 <= rating <= top:
                 raise LabelError(f"{label.where}: point rating {rating} is not an integer in 0..{top} (max_score)")
-        if all(r is not None for r in label.points) and label.points:
-            scores["recall"] = sum(label.points) / (top * len(label.points))  # type: ignore[arg-type]
+        given = [rating for rating in label.points if rating is not None]
+        if given and len(given) == len(label.points):
+            scores["recall"] = sum(given) / (top * len(given))
     parts = [c.name for c in family.criteria if c.asked]
     if family.total and all(p in scores for p in parts):
         total = sum(scores[p] for p in parts)
@@ -270,5 +273,6 @@ def match_labels(labels: Sequence[Label], preferences: Sequence[Preference], col
 def points_criterion_scale(keys: Iterable[Key], answers: dict[Key, JudgedAnswer]) -> Scale | None:
     """The 0..max_score scale of point ratings of these answers; None when their runs differ."""
     tops = {answers[k].max_score() for k in keys}
-    return points_scale(tops.pop()) if len(tops) == 1 and None not in tops else None
+    top = tops.pop() if len(tops) == 1 else None
+    return points_scale(top) if top is not None else None
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 
@@ -35,6 +36,14 @@ JUDGE_ANNOTATOR = "judge vs annotator"
 PREFERENCES = "judge vs preferences"
 JUDGES = "judge vs judge"
 REPEATS = "judge vs itself"
+
+
+class _Resampling(TypedDict):
+    """The bootstrap settings every statistic takes as keywords."""
+
+    resamples: int
+    seed: int
+    confidence: float
 
 
 @dataclass
@@ -128,7 +137,8 @@ def people_rater(people: PeopleLabels, family: Family) -> Rater:
         given: dict[str, list[float]] = {}
         for rater in raters:
             for name, value in rater.values.get(key, {}).items():
-                given.setdefault(name, []).append(value)  # type: ignore[arg-type]
+                if value is not None:  # always so: an annotator's labels hold no undefined value
+                    given.setdefault(name, []).append(value)
         values[key] = {name: float(np.mean(v)) for name, v in given.items()}
         single = single and all(len(v) == 1 for v in given.values())
         rated = [r.points[key] for r in raters if key in r.points]
@@ -140,6 +150,10 @@ def people_rater(people: PeopleLabels, family: Family) -> Rater:
             single = single and len(same) == 1
     name = "people" if len(raters) == 1 else f"people (mean of {len(raters)} annotators)"
     return Rater(name, values, points, integer=single)
+
+
+def _scaled(value: float | None, factor: float) -> float | None:
+    return None if value is None else value * factor
 
 
 def _system(key: Key, several_tasks: bool) -> str:
@@ -157,7 +171,7 @@ def compare_raters(kind: str, family: Family, reference: Rater, judged: Rater, c
     """``judged`` against ``reference`` on each criterion (and per point where both rated the same
     reference points), and the leaderboard order on ``main``."""
     comparison = Comparison(kind, family.name, reference.name, judged.name)
-    options = {"resamples": settings.resamples, "seed": settings.seed, "confidence": settings.confidence}
+    options: _Resampling = {"resamples": settings.resamples, "seed": settings.seed, "confidence": settings.confidence}
     several_tasks = len({k[0] for k in reference.values}) > 1
     for criterion in criteria:
         silent = [r.name for r in (reference, judged) if r.fallible and not r.gives(criterion.name)]
@@ -171,18 +185,20 @@ def compare_raters(kind: str, family: Family, reference: Rater, judged: Rater, c
         for key, row in reference.values.items():
             if criterion.name not in row:
                 continue
-            if row[criterion.name] is None:
+            reference_value = row[criterion.name]
+            if reference_value is None:
                 if reference.fallible:
                     counts["reference unjudged"] += 1
                     comparison.unjudged.add((reference.name, key))
                 continue
+            judged_value = judged.values[key].get(criterion.name) if key in judged.values else None
             if key not in judged.values:
                 counts["not in its runs"] += 1
-            elif judged.values[key].get(criterion.name) is None:
+            elif judged_value is None:
                 counts["unjudged"] += 1
                 comparison.unjudged.add((judged.name, key))
             else:
-                pairs.append((key, row[criterion.name], judged.values[key][criterion.name]))  # type: ignore[arg-type]
+                pairs.append((key, reference_value, judged_value))
         if not pairs and not any(counts.values()):
             continue
         x, y = [p[1] for p in pairs], [p[2] for p in pairs]
@@ -203,7 +219,7 @@ def compare_raters(kind: str, family: Family, reference: Rater, judged: Rater, c
 
 
 def _compare_points(comparison: Comparison, reference: Rater, judged: Rater, collection: Collection,
-                    options: dict) -> None:
+                    options: _Resampling) -> None:
     x: list[float] = []
     y: list[float] = []
     clusters: list[int] = []
@@ -272,14 +288,13 @@ def compare_preferences(family: Family, people: PeopleLabels, judge: Rater, sett
     return comparison
 
 
-def stability_of(repeats: Sequence[Mapping[str, float | None]], criteria: Sequence[Criterion],
+def stability_of(repeats: Sequence[Sequence[Mapping[str, float | None]]], criteria: Sequence[Criterion],
                  settings: StudySettings) -> dict[str, Stability]:
     """Per criterion, the agreement of k runs of one judge: ``repeats[r][unit]`` maps each
     criterion's metric to run r's value for the unit (absent or None: unjudged)."""
     found = {}
     for criterion in criteria:
-        table = [[None if v.get(criterion.metric) is None else v[criterion.metric] * criterion.judge_factor
-                  for v in run] for run in repeats]
+        table = [[_scaled(v.get(criterion.metric), criterion.judge_factor) for v in run] for run in repeats]
         if not table or not any(value is not None for run in table for value in run):
             continue
         flat = [value for run in table for value in run if value is not None]
@@ -361,10 +376,10 @@ def run_study(collection: Collection, people: PeopleLabels | None, settings: Stu
             for a, b in itertools.combinations(annotators, 2):
                 comparisons.append(compare_raters(ANNOTATORS, family, a, b, family.criteria, None, collection,
                                                   settings))
-        for a, b in itertools.combinations(judges, 2):
+        for one, other in itertools.combinations(judges, 2):
             comparisons.append(compare_raters(
-                JUDGES, family, judge_rater(collection, a, family, family.judge_criteria),
-                judge_rater(collection, b, family, family.judge_criteria), family.judge_criteria,
+                JUDGES, family, judge_rater(collection, one, family, family.judge_criteria),
+                judge_rater(collection, other, family, family.judge_criteria), family.judge_criteria,
                 family.main_judged, collection, settings))
         for judge in judges:
             repeated = repeats_comparison(collection, judge, family, settings)

@@ -288,19 +288,19 @@ def evidence_from_json(value: Any, companies: Iterable[str] = ()) -> tuple[Evide
                 name = known.get(str(key).upper(), str(key).strip())
                 if isinstance(indices, (list, tuple)):
                     pairs.extend((name, n) for n in map(as_int, indices) if n is not None)
-                elif as_int(indices) is not None:
-                    pairs.append((name, as_int(indices)))
+                elif (index := as_int(indices)) is not None:
+                    pairs.append((name, index))
                 elif isinstance(indices, str):
                     pairs.extend((name, n) for n in parse_indices(indices))
     elif isinstance(value, (list, tuple)):
         for item in value:
             if (
                 isinstance(item, (list, tuple)) and len(item) == 2
-                and isinstance(item[0], str) and as_int(item[1]) is not None
+                and isinstance(item[0], str) and (index := as_int(item[1])) is not None
             ):
-                pairs.append((known.get(item[0].upper(), item[0].strip()), as_int(item[1])))
-            elif as_int(item) is not None:
-                pairs.append(("", as_int(item)))
+                pairs.append((known.get(item[0].upper(), item[0].strip()), index))
+            elif (index := as_int(item)) is not None:
+                pairs.append(("", index))
             else:
                 pairs.extend(evidence_from_json(item, companies))
     return tuple(dict.fromkeys(pairs))
@@ -327,8 +327,8 @@ def code_from_json(value: Any) -> tuple[str, ...]:
 def knowledge_from_json(value: Any) -> tuple[int, ...]:
     if value is None or isinstance(value, bool):
         return ()
-    if as_int(value) is not None:
-        return (as_int(value),)
+    if (index := as_int(value)) is not None:
+        return (index,)
     if isinstance(value, str):
         return parse_indices(value)
     if isinstance(value, (list, tuple)):

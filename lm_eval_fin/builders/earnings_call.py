@@ -225,7 +225,7 @@ def transcript_from_record(record: dict, source: str) -> Transcript:
         )
     ticker = str(ticker).upper().strip()
     year, quarter = record.get("year"), record.get("quarter")
-    fiscal = f"FY{int(year)} Q{int(quarter)}" if str(year).isdigit() and str(quarter).isdigit() else ""
+    fiscal = f"FY{int(str(year))} Q{int(str(quarter))}" if str(year).isdigit() and str(quarter).isdigit() else ""
     company = _first(record, "company_name", "company") or PAPER_COMPANIES.get(ticker, ticker)
     return Transcript(ticker, str(company), parse_call_date(date), text, fiscal, source)
 

@@ -66,9 +66,10 @@ def _as_point_list(value: Any) -> list[str] | None:
     if not isinstance(value, list):
         return None
     points = [_as_point(item) for item in value]
-    if any(point is None for point in points):
+    texts = [point.strip() for point in points if point is not None]
+    if len(texts) < len(points):  # an item that is no point
         return None
-    return [point.strip() for point in points if point.strip()]
+    return [text for text in texts if text]
 
 
 def parse_points(text: str | None) -> list[str] | None:
@@ -318,7 +319,7 @@ def parse_verdicts(text: str | None, n_claims: int) -> list[str] | None:
         if isinstance(value, dict):
             value = next((value[key] for key in ("verdicts", "labels", "results") if key in value), None)
         if isinstance(value, list) and len(value) == n_claims:
-            verdicts = [_verdict(item) for item in value]
-            if all(verdicts):
+            verdicts = [verdict for verdict in map(_verdict, value) if verdict]
+            if len(verdicts) == len(value):  # every item a verdict
                 return verdicts
     return None

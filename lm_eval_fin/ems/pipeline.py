@@ -164,7 +164,7 @@ class EmsRun:
         failure shares, the number of batched rounds and the judge's usage."""
         values: dict[str, float] = {}
         for scorer in self.scorers:
-            judged = [doc.ems[scorer] for doc in self.documents if doc.ems[scorer] is not None]
+            judged = [ems for ems in (doc.ems[scorer] for doc in self.documents) if ems is not None]
             means = _means(judged) if scorer not in self.unavailable else [math.nan] * 3
             values.update(zip((f"{metric_prefix(self.method, scorer)}_{part}" for part in PARTS), means))
         if self.method == LLM:
@@ -435,14 +435,14 @@ def run_ems(
     scorers = check_scorers(scorers, judge is not None)
     method = LLM if judge is not None else OFFLINE
     ragchecker = ragchecker and judge is not None
-    answers = [a if isinstance(a, str) else "" for a in answers]
-    references = [r if isinstance(r, str) else "" for r in references]
+    answer_texts = [a if isinstance(a, str) else "" for a in answers]
+    reference_texts = [r if isinstance(r, str) else "" for r in references]
     usage_before = _judge_usage(judge)
     seconds: dict[str, float] = {}
     rounds: list[JudgeRound] = []
-    n = len(answers)
+    n = len(answer_texts)
     ledger = _Ledger(n)
-    texts = [*references, *answers]  # text t of document t % n; references first
+    texts = [*reference_texts, *answer_texts]  # text t of document t % n; references first
     present = [text for text in texts if text.strip()]
 
     # 1. summary removal: the body of each text (None where the judge left it undecided)
@@ -472,13 +472,16 @@ def run_ems(
         (answered,) = ask_round(judge, "extract", [part], rounds, max_attempts)
         by_body = {body: answer for body, answer in zip(part.owners, answered)}
         for text in present:
-            answer = by_body.get(bodies[text]) if bodies[text] is not None else None
+            body = bodies[text]
+            answer = by_body.get(body) if body is not None else None
             points_of[text] = answer.value if answer is not None else None
             extraction_problems[text] = _problem("extraction", answer) if answer is not None else None
     for position, text in enumerate(texts):
         ledger.add(position % n, summary_problems.get(text))
         ledger.add(position % n, extraction_problems.get(text))
-    point_pairs = [(points_of.get(references[doc], []) or [], points_of.get(answers[doc], []) or []) for doc in range(n)]
+    point_pairs = [
+        (points_of.get(reference_texts[doc], []) or [], points_of.get(answer_texts[doc], []) or []) for doc in range(n)
+    ]
     extracted = [ledger.clear(doc, ("summary", "extraction")) for doc in range(n)]
     seconds["extraction"] = time.perf_counter() - started
 
@@ -492,11 +495,13 @@ def run_ems(
             alignments[doc] = offline.match_points(*point_pairs[doc], match_threshold)
     else:
         matching = match_requests([(doc, *point_pairs[doc]) for doc in to_judge])
-        checks = []
+        checks: list[tuple[int, str, str, list[str]]] = []
         if ragchecker:
             for doc in to_judge:
                 refs, answer_points = point_pairs[doc]
-                checks += [(doc, "answer", references[doc], answer_points), (doc, "reference", answers[doc], refs)]
+                checks += [
+                    (doc, "answer", reference_texts[doc], answer_points), (doc, "reference", answer_texts[doc], refs)
+                ]
         claim_part = claims_requests(checks)
         match_answers, claim_answers = ask_round(judge, "match + claims", [matching, claim_part], rounds, max_attempts)
         for (doc, position), answer in zip(matching.owners, match_answers):
@@ -540,16 +545,21 @@ def run_ems(
         scores: dict[str, list[float | None] | None] = {}
         ems: dict[str, tuple[float, float, float] | None] = {}
         for scorer in scorers:
-            if pair_scores[scorer] is None:
+            scorer_pair_scores = pair_scores[scorer]
+            if scorer_pair_scores is None:
                 scores[scorer] = ems[scorer] = None
                 continue
             per_point: list[float | None] = [0.0] * len(refs)  # s_i is 0 where unmatched
             for i, pair in pairs_of.get(doc, ()):
-                per_point[i] = pair_scores[scorer][pair]
+                per_point[i] = scorer_pair_scores[pair]
             scores[scorer] = per_point
-            judged = aligned[doc] and all(value is not None for value in per_point)
-            ems[scorer] = ems_scores(alignment, per_point, len(answer_points)) if judged else None
-        checked = ragchecker and extracted[doc] and ledger.clear(doc, RAGCHECKER_NEEDS)
+            known = [value for value in per_point if value is not None]
+            judged = aligned[doc] and len(known) == len(per_point)
+            ems[scorer] = ems_scores(alignment, known, len(answer_points)) if judged else None
+        # verdicts of both sides: checked in step 3 (judge, ragchecker, points); still clear after scoring
+        answer_verdicts, reference_verdicts, claim_metrics = verdicts[doc]["answer"], verdicts[doc]["reference"], None
+        if answer_verdicts is not None and reference_verdicts is not None and ledger.clear(doc, RAGCHECKER_NEEDS):
+            claim_metrics = claims.claim_scores(answer_verdicts, reference_verdicts)
         documents.append(
             DocumentEms(
                 refs,
@@ -557,9 +567,9 @@ def run_ems(
                 alignment,
                 scores,
                 ems,
-                ragchecker=claims.claim_scores(verdicts[doc]["answer"], verdicts[doc]["reference"]) if checked else None,
+                ragchecker=claim_metrics,
                 verdicts=verdicts[doc],
-                summaries={"reference": bounds.get(references[doc]), "answer": bounds.get(answers[doc])}
+                summaries={"reference": bounds.get(reference_texts[doc]), "answer": bounds.get(answer_texts[doc])}
                 if bounds else None,
                 parse_failures=ledger.parse_failures(doc),
                 judge_error=ledger.first_error(doc),

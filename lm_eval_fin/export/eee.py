@@ -184,7 +184,7 @@ def score_details(item: MetricFacts, n: int, judges: list[JudgeFacts], options: 
     count = item.interval.n if item.interval is not None else n
     if count:
         uncertainty["num_samples"] = count
-    details = {"score": item.value}
+    details: dict[str, Any] = {"score": item.value}
     if uncertainty:
         details["uncertainty"] = uncertainty
     if item.scale is not None and item.scale.judged and judges:
@@ -286,7 +286,7 @@ def instance_rows(task_run: TaskRun, record: dict[str, Any], items: list[MetricF
     """A row per document and metric with a per-document value, in the samples file's order."""
     if task_run.samples_path is None:
         return []
-    lines = {}
+    lines: dict[str, dict] = {}
     for line in read_samples(task_run.samples_path):
         if str(line.get("filter", NO_FILTER)) == NO_FILTER:
             lines.setdefault(question_key(line.get("doc"), line), line)
@@ -294,10 +294,13 @@ def instance_rows(task_run: TaskRun, record: dict[str, Any], items: list[MetricF
     rows = []
     for sample in task_run.samples:
         line = lines.get(sample.key, {})
-        arguments = line.get("arguments") if isinstance(line.get("arguments"), dict) else {}
-        first = arguments.get("gen_args_0") if isinstance(arguments.get("gen_args_0"), dict) else {}
+        arguments = line.get("arguments")
+        arguments = arguments if isinstance(arguments, dict) else {}
+        first = arguments.get("gen_args_0")
+        first = first if isinstance(first, dict) else {}
         prompt, target = str(first.get("arg_0", "")), str(line.get("target", ""))
-        judge = sample.record.get("judge") if isinstance(sample.record.get("judge"), dict) else {}
+        judge = sample.record.get("judge")
+        judge = judge if isinstance(judge, dict) else {}
         shared = {
             "schema_version": SCHEMA_VERSION,
             "evaluation_id": record["evaluation_id"],

@@ -157,7 +157,9 @@ class MetricFacts:
 
     @property
     def value(self) -> float:
-        return float(self.metric.value)  # type: ignore[arg-type]
+        value = self.metric.value
+        assert value is not None, "facts are made of defined metrics only (metric_facts)"
+        return float(value)
 
     @property
     def higher_is_better(self) -> bool | None:
@@ -187,7 +189,8 @@ def metric_facts(task_run: TaskRun, resamples: int = stats.BOOTSTRAP_RESAMPLES, 
         interval, note = None, ""
         if values:
             interval = stats.bootstrap_interval(values.values(), resamples=resamples, seed=seed)
-            reported = float(metric.value)  # type: ignore[arg-type]
+            assert metric.value is not None, "TaskRun.defined holds the metrics with a value"
+            reported = float(metric.value)
             if not abs(interval.mean - reported) <= AGREE * max(1.0, abs(reported)):
                 note = (f"the mean of the {interval.n} per-document values ({interval.mean:.6g}) is not the "
                         f"run's figure ({reported:.6g}, a run-level aggregate): no interval is given")
@@ -308,7 +311,8 @@ def judges(task_run: TaskRun) -> list[JudgeFacts]:
     versions: dict[str, set[str]] = {}
     options: dict[str, dict] = {}
     for sample in task_run.samples:
-        record_judge = sample.record.get("judge") if isinstance(sample.record.get("judge"), dict) else {}
+        judge = sample.record.get("judge")
+        record_judge = judge if isinstance(judge, dict) else {}
         settings = sample.settings
         spec = record_judge.get("spec") or settings.get("judge")
         if not spec:

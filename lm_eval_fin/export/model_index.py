@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.metadata
 import math
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -40,7 +41,7 @@ def project_url() -> str | None:
     urls = metadata.get_all("Project-URL") or []
     if urls:
         return urls[0].partition(",")[2].strip() or None
-    home = metadata.get("Home-page")
+    home = next(iter(metadata.get_all("Home-page") or []), None)
     return home if home and home != "UNKNOWN" else None
 
 
@@ -101,7 +102,8 @@ def model_index(runs: Sequence[Run], identities: Sequence[ModelIdentity], source
     if len(ids) != 1:
         raise ExportError(f"a model card holds one model's results; these runs are of {', '.join(ids)}: "
                           "export them one model at a time")
-    results, seen = [], {}
+    results: list[dict] = []
+    seen: dict[str, Path] = {}
     for run in runs:
         for task, task_run in run.tasks.items():
             if task in seen:

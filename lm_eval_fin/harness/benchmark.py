@@ -83,8 +83,7 @@ class Benchmark:
         they were run with and the scoring judge (:mod:`lm_eval_fin.harness.replay`)."""
         logged = replay.logged_documents(task)
         if logged is not None:
-            docs, settings = logged
-            return as_dataset(split, docs, settings)
+            return as_dataset(split, *logged)
         settings = self.read_settings(task, metadata)
         docs, settings = documents(settings)
         self.check_usable(settings)

@@ -72,7 +72,12 @@ def _read_plan(path: str) -> Plan:
 def _samples(path: str) -> tuple[dict, ...]:
     """The logged samples of one file, in lm-eval's document order."""
     samples = runfiles.read_samples(Path(path))
-    return tuple(sorted(samples, key=lambda s: s.get("doc_id") if isinstance(s.get("doc_id"), int) else 0))
+    return tuple(sorted(samples, key=_doc_id))
+
+
+def _doc_id(sample: dict) -> int:
+    doc_id = sample.get("doc_id")
+    return doc_id if isinstance(doc_id, int) else 0
 
 
 def logged_documents(task: str) -> tuple[list[dict], RunSettings] | None:

@@ -183,7 +183,7 @@ def judge_stability(results: Sequence[Path]) -> str:
 
     collection = collect([str(path) for path in results])
     settings = StudySettings()
-    tables = []
+    tables: list[tuple[str, str]] = []
     for judge in collection.judges:
         for task in sorted({answer.task for answer in collection.answers}):
             family = family_of(task)

@@ -80,7 +80,7 @@ def json_field(doc: Mapping[str, Any], name: str, default: Any = None) -> Any:
     if not isinstance(value, str):
         return value if value is not None else default
     try:
-        return json.loads(value or "null") if value else default
+        return json.loads(value) if value else default
     except ValueError:
         return default
 

@@ -17,7 +17,7 @@ from .watchdog import DISK_CHECK_INTERVAL_S
 
 # unshare(2) flags, and the sets tried in order (the first that works is used)
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET = 0x00020000, 0x08000000, 0x40000000
-NAMESPACE_CHOICES = (
+NAMESPACE_CHOICES: tuple[tuple[tuple[str, ...], int], ...] = (
     (("mount", "network", "ipc"), CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC),
     (("mount",), CLONE_NEWNS),
 )
@@ -111,13 +111,14 @@ def _probe_isolation() -> Isolation:
     own_user = os.geteuid() != 0
     uid = os.geteuid() if own_user else UNPRIVILEGED_UID
     abi, landlock_reason = _landlock_abi()
+    choices: list[tuple[tuple[str, ...], int]]
     if os.environ.get(NO_NAMESPACES_VARIABLE, "").strip() not in ("", "0"):
         choices, reasons = [], [f"turned off by {NO_NAMESPACES_VARIABLE}"]
     elif os.geteuid() != 0:
         choices, reasons = [], ["not running as root (namespaces here need CAP_SYS_ADMIN)"]
     else:
         choices, reasons = list(NAMESPACE_CHOICES), []
-    landlock_failures = []
+    landlock_failures: list[str] = []
     for names, flags in [*choices, ((), 0)]:
         for landlock in (abi, 0) if abi else (0,):
             candidate = Isolation(

@@ -118,7 +118,7 @@ def _job(workdir, drop_to_uid, result_fd, token, limits: Limits, kernel: Isolati
     }
 
 
-def _start_child(workdir: str, result_write: int) -> subprocess.Popen:
+def _start_child(workdir: str, result_write: int) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-I", "-S", "-c", child.STUB],
         stdin=subprocess.PIPE,
@@ -146,7 +146,7 @@ def offered_packages() -> tuple[tuple[str | None, str], ...]:
         for top in {file.parts[0] for file in distribution.files or () if file.parts}:
             if top in ("..", "__pycache__") or top.endswith((".dist-info", ".egg-info", ".data", ".pth")):
                 continue
-            path = os.path.realpath(distribution.locate_file(top))
+            path = os.path.realpath(str(distribution.locate_file(top)))
             if os.path.isdir(path):
                 name = top if os.path.isfile(os.path.join(path, "__init__.py")) else None
             elif top.endswith(".py"):

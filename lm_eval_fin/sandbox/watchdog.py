@@ -79,7 +79,7 @@ class ChildRun:
 
 
 def watch(
-    child: subprocess.Popen,
+    child: subprocess.Popen[bytes],
     job: bytes,
     result_read: int,
     deadline: float,
@@ -92,6 +92,7 @@ def watch(
     the output cap is hit or ``disk_check`` (called every :data:`DISK_CHECK_INTERVAL_S`)
     says the snippet wrote too much. Reads are bounded in size and never wait past the
     deadline."""
+    assert child.stdin is not None and child.stdout is not None, "the child starts with both pipes"
     run = ChildRun(output=bytearray(), record=bytearray())
     try:
         child.stdin.write(job)
@@ -162,7 +163,7 @@ def _drain(fd: int, sink: bytearray, cap: int) -> None:
         pass
 
 
-def end_session(child: subprocess.Popen) -> None:
+def end_session(child: subprocess.Popen[bytes]) -> None:
     """Kill the child and everything it started, then reap it. Killing before reaping keeps
     the process-group id from being reused in between."""
     try:
@@ -170,6 +171,7 @@ def end_session(child: subprocess.Popen) -> None:
     except (ProcessLookupError, PermissionError):
         pass
     child.wait()
+    assert child.stdin is not None and child.stdout is not None, "the child starts with both pipes"
     child.stdout.close()
     if not child.stdin.closed:
         try:

@@ -133,8 +133,8 @@ def score_documents(answers: Sequence[str], docs: Sequence[dict], settings: RunS
     except JudgeUnavailable as exc:  # no EMS at all; what needs no judge is still measured
         record_judge_failures(TASK, len(docs), 0, len(docs), str(exc))
         model = textsim.resolve_bertscore_model(settings["bertscore_model"])
-        bertscore = textsim.bertscore_f1(list(answers), references, model=model) or [None] * len(docs)
-        details = score.unjudged_details(str(exc), bertscore)
+        bertscore = textsim.bertscore_f1(list(answers), references, model=model)
+        details = score.unjudged_details(str(exc), bertscore or [None] * len(docs))
     else:
         if settings.judge is not None:
             record_judge_failures(TASK, run.judge_failures, run.judge_parse_failures, len(docs), run.first_error())

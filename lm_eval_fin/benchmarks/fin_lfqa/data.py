@@ -268,9 +268,10 @@ def detect_index_base(examples: Sequence[Example], given: int | None = None) -> 
     zero = next((e for e in examples if index_signals(e)[0]), None)
     past = next((e for e in examples if index_signals(e)[1]), None)
     if given is not None:
-        if (given == 1 and zero) or (given == 0 and past):
+        contrary = zero if given == 1 else past if given == 0 else None
+        if contrary is not None:
             logger.warning("FinLFQA: index_base %d from the metadata, but the data's gold indices suggest "
-                           "otherwise (%s)", given, (zero or past).where or (zero or past).position)
+                           "otherwise (%s)", given, contrary.where or contrary.position)
         return IndexBase(given, "metadata")
     if zero and past:
         raise SchemaError(

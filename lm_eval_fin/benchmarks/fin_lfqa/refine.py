@@ -72,7 +72,7 @@ def merge_attributes(answer: str, attributes: str, companies: Sequence[str]) -> 
     texts = answer_clauses(answer)
     if parsed.parse_failure or not texts:
         return answer, False
-    given = [
+    given: list[dict[str, list[Any]]] = [
         {"evidence": list(c.evidence), "code": list(c.code), "knowledge": list(c.knowledge),
          "inferred_from": list(c.inferred_from)}
         for c in parsed.clauses
@@ -80,7 +80,7 @@ def merge_attributes(answer: str, attributes: str, companies: Sequence[str]) -> 
     for extra in given[len(texts):]:
         for key, values in extra.items():
             given[len(texts) - 1][key] += values
-    empty = {"evidence": [], "code": [], "knowledge": [], "inferred_from": []}
+    empty: dict[str, list[Any]] = {"evidence": [], "code": [], "knowledge": [], "inferred_from": []}
     clauses = [{"text": text, **(given[i] if i < len(given) else empty)} for i, text in enumerate(texts)]
     return prompt.render_answer(clauses), True
 
@@ -119,7 +119,7 @@ def run_snippets(answers: Sequence[str], companies: Sequence[Sequence[str]]) -> 
     """Per answer, (clause number, what its code gave when run) for each snippet, all answers'
     snippets run in one parallel pass of the sandbox. A sandbox that cannot be set up here
     says so in every result (the refinement goes on; the code metric reports it as NaN)."""
-    per_answer = []
+    per_answer: list[list[tuple[int, str]]] = []
     for answer, names in zip(answers, companies):
         parsed = attribution.parse_answer(answer, names)
         per_answer.append([(n, code) for n, clause in enumerate(parsed.clauses, start=1) for code in clause.code])
@@ -129,10 +129,11 @@ def run_snippets(answers: Sequence[str], companies: Sequence[Sequence[str]]) -> 
     except sandbox.SandboxError as exc:
         logger.warning("FinLFQA iterative refinement: the code sandbox cannot be set up (%s)", exc)
         results = [f"not run: the sandbox cannot be set up here ({_cut(str(exc))})"] * len(snippets)
-    described, start = [], 0
-    for snippets in per_answer:
-        described.append([(n, text) for (n, _), text in zip(snippets, results[start: start + len(snippets)])])
-        start += len(snippets)
+    described: list[list[tuple[int, str]]] = []
+    start = 0
+    for numbered in per_answer:
+        described.append([(n, text) for (n, _), text in zip(numbered, results[start: start + len(numbered)])])
+        start += len(numbered)
     return described
 
 

@@ -65,7 +65,7 @@ def score_document(doc: dict, answer: str | None) -> tuple[dict[str, float | Non
     numeric = numbers.numeric_prf(parsed.text, data["reference_text"])
     evidence = attribution.evidence_prf(parsed.evidence, gold_evidence)
     rouge = textsim.rouge_l([parsed.text], [data["reference_text"]])[0]
-    scores = {
+    scores: dict[str, float | None] = {
         "numeric_precision": numeric[0],
         "numeric_recall": numeric[1],
         "numeric_f1": numeric[2],
@@ -80,7 +80,7 @@ def score_document(doc: dict, answer: str | None) -> tuple[dict[str, float | Non
     return scores, data
 
 
-def knowledge_scores(predicted: Iterable[int], reference: Iterable[int]) -> dict[str, float]:
+def knowledge_scores(predicted: Iterable[int], reference: Iterable[int]) -> dict[str, float | None]:
     """``knowledge_recall`` (None where the reference cites no knowledge: the mean leaves it
     out) and ``knowledge_skipped`` (1 there, to count such examples)."""
     recall = attribution.knowledge_recall(predicted, reference)

@@ -96,7 +96,7 @@ def make_audit_hook(workdir: str, read_roots: tuple, write_roots: tuple, code_ro
             return None
         if not path.startswith("/"):
             path = _cwd + "/" + path
-        parts = []
+        parts: list[str] = []
         for part in path.split("/"):
             if part == "..":
                 if parts:

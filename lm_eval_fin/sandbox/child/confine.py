@@ -106,7 +106,7 @@ class Kernel:
     more than the rest of the stage), for the confinement stage only; the snippet's
     interpreter never loads it. Buffers live as long as this object."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         import _ctypes
 
         class Long(_ctypes._SimpleCData):
@@ -120,8 +120,8 @@ class Kernel:
             _restype_ = Long
 
         self._ctypes, self._long, self._char, self._function = _ctypes, Long, Char, Function
-        self._libc = _ctypes.dlopen(None)
-        self._buffers = []
+        self._libc = _ctypes.dlopen(None)  # type: ignore[arg-type]  # typeshed: None (the program itself) is allowed
+        self._buffers: list[object] = []
 
     def call(self, name: str, *args, what: str) -> int:
         """The C library's ``name(*args)``; OSError (naming ``what``) when it returns less
@@ -135,8 +135,7 @@ class Kernel:
 
     def buffer(self, data: bytes) -> int:
         """The address of a copy of ``data`` (kept alive with this object)."""
-        array_type = type("Buffer", (self._ctypes.Array,), {"_type_": self._char, "_length_": max(1, len(data))})
-        copy = array_type.from_buffer_copy(data.ljust(1, b"\0"))
+        copy = (self._char * max(1, len(data))).from_buffer_copy(data.ljust(1, b"\0"))
         self._buffers.append(copy)
         return self._ctypes.addressof(copy)
 
@@ -169,13 +168,12 @@ def _isolate(kernel: Kernel, flags: int, workdir: str, disk_bytes: int, max_entr
     os.chdir(workdir)  # the old directory is underneath the tmpfs now
 
 
-def _mount_points():
-    """(mount point, options) of every mount this process sees, from /proc/self/mountinfo."""
+def _mount_points() -> list[tuple[bytes, list[bytes]]]:
+    """(mount point, options) of every mount this process sees, from /proc/self/mountinfo (read
+    whole before any of them is remounted)."""
     with open("/proc/self/mountinfo", "rb") as handle:
-        for line in handle:
-            fields = line.split(b" ")
-            if len(fields) > 5:
-                yield _unescape_mount_path(fields[4]), fields[5].split(b",")
+        fields_of_lines = [line.split(b" ") for line in handle]
+    return [(_unescape_mount_path(fields[4]), fields[5].split(b",")) for fields in fields_of_lines if len(fields) > 5]
 
 
 def _unescape_mount_path(path: bytes) -> bytes:

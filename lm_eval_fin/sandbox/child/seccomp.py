@@ -16,6 +16,8 @@ X32_SYSCALL_BIT = 0x40000000
 # execveat run only from it; the snippet can never hold it, since RLIMIT_NOFILE keeps every
 # descriptor of the snippet below MAX_OPEN_FILES (64 < 200), and it closes on exec.
 EXEC_FD = 200
+# one BPF instruction before encoding: ("ld" or "ret", k) or ("jeq" or "jge", k, jump if true, jump if false)
+Instruction = tuple[str, int] | tuple[str, int, int, int]
 
 # System call numbers the filter names. x86_64 from <asm/unistd_64.h>; aarch64 uses the
 # generic table (<asm-generic/unistd.h>), which has no fork, vfork or mknod.
@@ -153,7 +155,7 @@ def seccomp_program(machine: str, pid: int) -> bytes:
     either returns or skips to the next rule, so no offset comes near the 255 limit."""
     audit_arch, numbers, refuse_x32 = arch(machine)
     values = {SELF: pid, NEG_SELF: -pid & 0xFFFFFFFF}
-    code = [("ld", 4), ("jeq", audit_arch, 1, 0), ("ret", SECCOMP_RET_KILL_PROCESS), ("ld", 0)]
+    code: list[Instruction] = [("ld", 4), ("jeq", audit_arch, 1, 0), ("ret", SECCOMP_RET_KILL_PROCESS), ("ld", 0)]
     if refuse_x32:
         code += [("jge", X32_SYSCALL_BIT, 0, 1), ("ret", SECCOMP_RET_ERRNO | EPERM)]
     for name, conditions in SECCOMP_RULES:
@@ -165,17 +167,17 @@ def seccomp_program(machine: str, pid: int) -> bytes:
     return b"".join(_encode(instruction) for instruction in code)
 
 
-def _rule_block(conditions, values) -> list:
+def _rule_block(conditions, values) -> list[Instruction]:
     """The instructions after a rule's system-call test: ``ret EPERM`` for an unconditional
     refusal; else each condition in turn (any listed value passes on to the next), ``ret
     ALLOW`` when all pass and ``ret EPERM`` at the first that fails."""
     deny = ("ret", SECCOMP_RET_ERRNO | EPERM)
     if not conditions:
         return [deny]
-    block = [("ret", SECCOMP_RET_ALLOW)]  # built backwards, from the last condition
+    block: list[Instruction] = [("ret", SECCOMP_RET_ALLOW)]  # built backwards, from the last condition
     for argument, allowed in reversed(conditions):
         # after the tests: "deny" (no value matched), then the rest of the block
-        tests = [("ld", 16 + 8 * argument)]
+        tests: list[Instruction] = [("ld", 16 + 8 * argument)]
         for index, value in enumerate(allowed):
             after_me = len(allowed) - index - 1  # tests still to come
             tests.append(("jeq", values.get(value, value) & 0xFFFFFFFF, after_me + 1, 0))

@@ -45,7 +45,7 @@ UNRUN_VALUE_TYPES = (
     (types.CoroutineType, "coroutine"),
     (types.AsyncGeneratorType, "asynchronous generator"),
 )
-_KEPT_ALIVE = []
+_KEPT_ALIVE: list[object] = []
 
 
 def main(job: dict, modules: list) -> None:
@@ -88,6 +88,8 @@ def main(job: dict, modules: list) -> None:
     write_all(result_fd, f"{token}\n".encode())
     ok, category, text = run_snippet(job.pop("code"))
     for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        if stream is None:  # no standard stream to start with
+            continue
         try:
             stream.flush()
         except BaseException:  # noqa: BLE001 - the snippet may have replaced or closed the streams
@@ -188,7 +190,7 @@ def _stand_in(name: str):
     def __getattr__(attribute, _message=message, _refuse=AttributeError):  # noqa: N807
         raise _refuse(_message + f"{attribute} is unavailable")
 
-    module.__getattr__ = __getattr__
+    module.__dict__["__getattr__"] = __getattr__  # the module-level hook (PEP 562)
     return module
 
 
@@ -239,6 +241,7 @@ def _category(
     _type=type,
     _str=str,
     _isinstance=isinstance,
+    _getattr=getattr,
     _memory=MemoryError,
     _os=OSError,
     _runtime=RuntimeError,
@@ -246,7 +249,7 @@ def _category(
 ) -> str:
     """The failure category of an exception the snippet's code raised. The builtins it
     needs are bound at definition: the snippet may have replaced them in ``builtins``."""
-    if _isinstance(exc, _memory) or (_isinstance(exc, _os) and exc.errno in RESOURCE_ERRNOS):
+    if _isinstance(exc, _memory) or (_isinstance(exc, _os) and _getattr(exc, "errno") in RESOURCE_ERRNOS):
         return "resource"
     try:
         message = _str(exc) if _type(exc) in _refusals else ""

@@ -23,7 +23,7 @@ from lm_eval_fin.replies import answer_part, is_scale
 
 JUDGE_CRITERIA = ("accuracy", "numerical_correctness", "evidence_entailment")
 JUDGE_MAX_TOKENS = 128  # the reply is a short JSON object; judge_max_tokens overrides it
-JUDGE_SCHEMA = {
+JUDGE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {name: {"type": "integer", "minimum": 1, "maximum": 5} for name in JUDGE_CRITERIA},
     "required": list(JUDGE_CRITERIA),

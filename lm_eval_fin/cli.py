@@ -14,10 +14,11 @@ import sys
 
 from lm_eval_fin import __version__, exit_status, paths, vllm_memory
 from lm_eval_fin.cleantext import one_line
+from lm_eval_fin.flags import HelpFormatter
 from lm_eval_fin.judge.options import add_judge_arguments
 
 # subcommand -> (module with add_arguments(parser) and main(args[, benchmarks]), summary)
-_SUBCOMMANDS = {
+_SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "score": ("lm_eval_fin.harness.rescore", "score the logged answers of lm-eval runs (a --predict_only run), with a judge"),
     "build": ("lm_eval_fin.builders.cli", "build a benchmark dataset (earnings-call)"),
     "rerank": ("lm_eval_fin.benchmarks.fin_agentbench.rerank", "FinCARDS reranking on FinAgentBench chunk files"),
@@ -28,6 +29,8 @@ _SUBCOMMANDS = {
 }
 # subcommands whose main also takes the benchmarks
 _WITH_BENCHMARKS = ("score", "report")
+# subcommands that use a judge, so take --judge and its options
+_WITH_JUDGE = ("score", "build", "rerank", "doctor")
 _FOLDERS = {
     "tasks-dir": ("the installed task folder, for lm_eval --include_path", paths.tasks_dir),
     "metrics-dir": ("the installed evaluate metric modules, for evaluate.load(<dir>/<name>)", paths.metrics_dir),
@@ -36,16 +39,6 @@ _FOLDERS = {
     "model-path": ("the embedded default model as a transformers folder (converted from its GGUF once)",
                    paths.embedded_model),
 }
-
-
-class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Every option's help ends with ``(default: X)`` unless it already says its default."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        text = action.help or ""
-        if "default" in text or action.default in (None, argparse.SUPPRESS, False) or not action.option_strings:
-            return text
-        return f"{text} (default: %(default)s)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -72,7 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name, (module, help_text) in _SUBCOMMANDS.items():
         command = sub.add_parser(name, help=help_text, description=help_text[0].upper() + help_text[1:] + ".",
                                  formatter_class=HelpFormatter)
-        add_judge_arguments(command)
+        if name in _WITH_JUDGE:
+            add_judge_arguments(command)
         command.set_defaults(_module=module)
         importlib.import_module(module).add_arguments(command)
     return parser

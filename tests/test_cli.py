@@ -43,7 +43,7 @@ def test_run_forwards_to_the_harness_with_our_include_path():
 def test_run_takes_its_own_options_and_hands_the_rest_to_lm_eval(monkeypatch):
     monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", json.dumps({"seed": 7, "max_retries": 9}))
     argv = ["--model", "hf", "--judge", "openai:http://127.0.0.1:8000/v1/#m", "--tasks", "fin_lfqa",
-            "--judge-max-retries=1", "--judge-timeout", "30", "--log_samples"]
+            "--judge_max_retries=1", "--judge_timeout", "30", "--log_samples"]
     ours, rest = run.split_arguments(argv)
     assert rest == ["--model", "hf", "--tasks", "fin_lfqa", "--log_samples"]
     environment = run.judge_environment(ours, argv)
@@ -67,8 +67,8 @@ MISSING_MODEL = ["--model", "hf", "--model_args", "pretrained=/nonexistent/model
     "argv, message",
     [
         (["--judge", "gpt4"], "lm-eval-fin run: error: bad judge spec 'gpt4'"),
-        (["--judge-max-retries", "two"], "argument --judge-max-retries: invalid int value: 'two'"),
-        (["--judge-timout", "3"], "unrecognised option --judge-timout; did you mean --judge-timeout?"),
+        (["--judge_max_retries", "two"], "argument --judge_max_retries: invalid int value: 'two'"),
+        (["--judge-timout", "3"], "unrecognised option --judge-timout; did you mean --judge_timeout?"),
         (["--include_path", "/elsewhere"], "sets --include_path itself"),
         (["--tasks", "fin_lfq"], "no task 'fin_lfq'; did you mean 'fin_lfqa'?"),
         (["--tasks", "fin_ems", "--metadata", '{"data_path": "/nonexistent/ems", "bertscore_model": "offline"}'],
@@ -106,7 +106,7 @@ def test_run_names_the_broken_line_of_a_data_file(tmp_path):
 def test_run_help_shows_our_options_and_points_to_lm_evals(tmp_path):
     out = lm_eval_fin("run", "--help", cwd=tmp_path)
     assert out.returncode == 0
-    assert "--judge-timeout" in out.stdout and "--judge SPEC" in out.stdout
+    assert "--judge_timeout" in out.stdout and "--judge SPEC" in out.stdout
     assert "see `lm_eval run --help`" in out.stdout
 
 

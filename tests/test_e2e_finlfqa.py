@@ -78,7 +78,7 @@ def test_lm_eval_runs_fin_lfqa_on_a_hub_schema_fixture(tmp_path, embedded_model_
 
 
 def test_run_hands_its_judge_flags_to_the_harness(tmp_path, judge_cache):
-    """`lm-eval-fin run --judge SPEC --judge-seed 5`: lm-eval's own CLI (its dummy model, which
+    """`lm-eval-fin run --judge SPEC --judge_seed 5`: lm-eval's own CLI (its dummy model, which
     answers "lol") scores fin_lfqa with the judge and the options named on our command line."""
     data = write_hub_fixture(tmp_path / "finlfqa.jsonl")
     env = {key: value for key, value in os.environ.items() if not key.startswith("LM_EVAL_FIN_JUDGE")}
@@ -88,7 +88,7 @@ def test_run_hands_its_judge_flags_to_the_harness(tmp_path, judge_cache):
         run = subprocess.run(
             [
                 BIN / "lm-eval-fin", "run", "--model", "dummy", "--tasks", "fin_lfqa",
-                "--judge", f"openai:{server.base_url}#judge-model", "--judge-seed", "5",
+                "--judge", f"openai:{server.base_url}#judge-model", "--judge_seed", "5",
                 "--confirm_run_unsafe_code",
                 "--metadata", json.dumps({"data_path": str(data), "bertscore_model": "offline"}),
                 "--output_path", str(tmp_path / "out"),

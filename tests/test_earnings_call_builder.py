@@ -167,7 +167,7 @@ def test_build_with_the_embedded_model_in_all_three_roles(tmp_path, embedded_jud
             str(out),
             "--judge",
             embedded_judge_spec,
-            "--judge-max-tokens",
+            "--judge_max_tokens",
             "16",
         ]
     )
@@ -276,7 +276,7 @@ def test_one_spec_for_both_answerers_still_makes_two_answers(scripted_build, cap
 def test_two_answerer_specs_keep_the_judges_decoding(scripted_build, capsys, caplog):
     run, backend = scripted_build
     with caplog.at_level(logging.WARNING, logger="lm_eval_fin.builders.earnings_call"):
-        code, _ = run("--answerer-a", "hf:a", "--answerer-b", "hf:b", "--consolidator", "hf:a")
+        code, _ = run("--answerer_a", "hf:a", "--answerer_b", "hf:b", "--consolidator", "hf:a")
     assert code == 0 and "one model" not in caplog.text
     assert [len(batch) for batch in backend.batches] == [2, 2, 2]
     assert {r.temperature for r in backend.batches[1]} == {0.0}  # greedy, as the judge options say
@@ -288,14 +288,14 @@ def test_quarter_basis_results_and_call_date(scripted_build, capsys):
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and summary["transcripts"] == ["CTSO 2024-11-06"]
     assert summary["calls_held"] == "2024-10-01..2024-12-31 (results basis of 2024Q3)"
-    code, out = run("--judge", "hf:one-model", "--quarter-basis", "call-date")
+    code, out = run("--judge", "hf:one-model", "--quarter_basis", "call-date")
     summary = json.loads(capsys.readouterr().out)
     assert code == 0 and summary["transcripts"] == ["CTSO 2024-07-25"]
     assert summary["calls_held"] == "2024-07-01..2024-09-30 (call-date basis of 2024Q3)"
-    code, _ = run("--judge", "hf:one-model", "--quarter", "2024Q1", "--quarter-basis", "call-date")
+    code, _ = run("--judge", "hf:one-model", "--quarter", "2024Q1", "--quarter_basis", "call-date")
     assert code == 2 and "held 2024-01-01..2024-03-31 (call-date basis of 2024Q1)" in capsys.readouterr().err
     with pytest.raises(SystemExit):
-        run("--judge", "hf:one-model", "--quarter-basis", "fiscal")
+        run("--judge", "hf:one-model", "--quarter_basis", "fiscal")
     help_text = cli.build_parser()._subparsers._group_actions[0].choices["build"].format_help()
     assert "results (default)" in help_text and "call-date" in help_text and "2024-07-01" in help_text
 

@@ -226,9 +226,9 @@ def test_a_local_model_needs_its_hub_id_and_a_run_without_samples_is_incomplete(
     results = write_run(tmp_path / "run", [agentbench_fixture(tmp_path)],
                         model_args="pretrained=/models/fin-tuned,dtype=float32")
     refused = export(tmp_path / "run", "--format", "eee", "--output_path", tmp_path / "out")
-    assert refused.returncode == 2 and "--model-id" in refused.stderr
+    assert refused.returncode == 2 and "--model_id" in refused.stderr
     next(results.parent.glob("samples_*.jsonl")).unlink()
-    done = export(tmp_path / "run", "--format", "eee", "--output_path", tmp_path / "out", "--model-id", "acme/fin-tuned")
+    done = export(tmp_path / "run", "--format", "eee", "--output_path", tmp_path / "out", "--model_id", "acme/fin-tuned")
     assert done.returncode == 1 and "--log_samples" in done.stderr
     (aggregate,) = (tmp_path / "out" / "data" / "fin_agentbench_doc" / "acme" / "fin-tuned").iterdir()
     record = json.loads(aggregate.read_text())
@@ -239,7 +239,7 @@ def test_a_local_model_needs_its_hub_id_and_a_run_without_samples_is_incomplete(
 
 def test_model_index_parses_with_huggingface_hub(runs, exported, tmp_path):
     result = export(*runs.values(), "--format", "model-index", "--output_path", tmp_path,
-                    "--source-url", "https://example.org/lm-eval-fin")
+                    "--source_url", "https://example.org/lm-eval-fin")
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "model-index.yaml").read_text(encoding="utf-8")
     card = ModelCard(f"---\n{text}---\n\n# A model\n")

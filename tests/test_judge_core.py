@@ -438,15 +438,15 @@ def test_the_new_flags(monkeypatch):
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE_OPTIONS", raising=False)
     parser = argparse.ArgumentParser()
     add_judge_arguments(parser)
-    options = options_from_args(parser.parse_args(["--judge-retry-unparsable", "no", "--judge-batch-deadline", "600"]))
+    options = options_from_args(parser.parse_args(["--judge_retry_unparsable", "no", "--judge_batch_deadline", "600"]))
     assert (options.retry_unparsable, options.batch_deadline_s) == (False, 600.0)
     defaults = options_from_args(parser.parse_args([]))
     assert (defaults.retry_unparsable, defaults.batch_deadline_s) == (True, None)
     monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", '{"retry_unparsable": false}')
     assert options_from_args(parser.parse_args([])).retry_unparsable is False
-    assert options_from_args(parser.parse_args(["--judge-retry-unparsable", "yes"])).retry_unparsable is True
+    assert options_from_args(parser.parse_args(["--judge_retry_unparsable", "yes"])).retry_unparsable is True
     with pytest.raises(SystemExit):
-        parser.parse_args(["--judge-retry-unparsable", "perhaps"])
+        parser.parse_args(["--judge_retry_unparsable", "perhaps"])
 
 
 # --- terminal-safe text, Retry-After ---------------------------------------------------------

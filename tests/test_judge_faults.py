@@ -142,7 +142,7 @@ def test_batch_deadline_fails_what_is_not_finished_and_keeps_the_rest(server, ju
     responses = judge.complete([ask(c) for c in plain + hung])
     elapsed = time.monotonic() - started
     assert [r.text for r in responses[:5]] == [f"echo: {c}" for c in plain]
-    assert all(r.text is None and "batch deadline of 8.5s" in r.error and "--judge-batch-deadline" in r.error
+    assert all(r.text is None and "batch deadline of 8.5s" in r.error and "--judge_batch_deadline" in r.error
                for r in responses[5:])
     assert judge.last_batch.failures == 3
     # two hung requests were in flight when the deadline passed; the third was never sent
@@ -211,7 +211,7 @@ def test_a_reply_over_the_bound_fails_its_request_and_is_never_cached(server, ju
     judge = load_judge(f"openai:{server.base_url}#m", options(max_reply_bytes=4096))
     big, small = complete_parsed_answers(judge, [ask(c) for c in contents], parse_score, max_attempts=3)
     assert big.failed and big.value is None and big.text is None
-    assert "5000 bytes" in big.error and "--judge-max-reply-bytes" in big.error
+    assert "5000 bytes" in big.error and "--judge_max_reply_bytes" in big.error
     assert small.value == 4
     assert judge.last_batch.failures == 1 and judge.last_batch.extra["oversized_replies"] == 1
     keys = [cache_key(judge.spec, resolve_request(ask(c), judge.options)) for c in contents]
@@ -229,7 +229,7 @@ def test_fixing_the_judge_and_re_running_recovers_unparsable_answers(judge_cache
     assert cache.get(key).text == "Sure! Here is my grade: four."
 
     with ServerProcess(port=port, reply='{"score": 3}') as fixed:
-        # --judge-retry-unparsable no: the cached replies stand, nothing is sent
+        # --judge_retry_unparsable no: the cached replies stand, nothing is sent
         keep = load_judge(spec, options(retry_unparsable=False))
         assert complete_parsed(keep, requests, parse_score, max_attempts=2) == [None] * 4
         assert fixed.stats()["calls"] == 0

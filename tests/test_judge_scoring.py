@@ -74,7 +74,7 @@ def test_score_folder_adds_judge_metrics_to_lm_eval_results(run_folder, toy_fami
     with ServerProcess() as server:
         judge = f"openai:{server.base_url}#m"
         # one answer stays unreadable: the results are written, and the status says so
-        assert score(run_folder.parent, "--judge", judge, "--judge-backoff", "0") == 1
+        assert score(run_folder.parent, "--judge", judge, "--judge_backoff", "0") == 1
         calls = server.stats()["calls"]
         document = json.loads((run_folder / f"judged_results_{DATE}.json").read_text())
 
@@ -110,7 +110,7 @@ def test_score_folder_adds_judge_metrics_to_lm_eval_results(run_folder, toy_fami
         assert again["judge"]["stats"]["fin_toy"]["extra"]["unparsable_resent"] == 2
 
         # keeping cached answers as they are: everything from the cache
-        assert score(run_folder.parent, "--judge", judge, "--judge-retry-unparsable", "no") == 1
+        assert score(run_folder.parent, "--judge", judge, "--judge_retry_unparsable", "no") == 1
         assert server.stats()["calls"] == calls + 2
     again = json.loads((run_folder / f"judged_results_{DATE}.json").read_text())
     assert again["results"]["fin_toy"] == entry
@@ -188,7 +188,7 @@ def test_score_fails_loudly_when_the_judge_fails_and_resumes_from_the_cache(tmp_
     docs = [finlfqa_data.to_document(record, position) for position, record in enumerate(hub_records())]
     answers = ["1. fine\nEvidence: CWT [1]", "1. [[status:500]] again\nEvidence: CWT [1]"]
     path = write_samples(tmp_path, "fin_lfqa", [lm_eval_sample(i, doc, a) for i, (doc, a) in enumerate(zip(docs, answers))])
-    fast = ["--judge-max-retries", "1", "--judge-backoff", "0", "--judge-timeout", "5"]
+    fast = ["--judge_max_retries", "1", "--judge_backoff", "0", "--judge_timeout", "5"]
 
     # a server that does not answer at all is known before any request: one line, status 2
     assert score(path, "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m", *fast) == 2

@@ -998,8 +998,8 @@ def _parse(argv):
 
 
 def test_cli_switches_map_to_config_fields():
-    args = _parse(["--data", "x", "--cards", "b1", "--card-without", "temporal,tables", "--card-view", "summary",
-                   "--rounds", "1", "--fixed-groups", "--aggregation", "mean-rank", "--no-early-stop"])
+    args = _parse(["--data", "x", "--cards", "b1", "--card_without", "temporal,tables", "--card_view", "summary",
+                   "--rounds", "1", "--fixed_groups", "--aggregation", "mean-rank", "--no_early_stop"])
     config = cli.config_from_args(args, 64)
     assert (config.card_kind, config.card_without, config.card_view, config.max_rounds, config.regroup,
             config.aggregation, config.early_stop, config.max_tokens) == (
@@ -1009,7 +1009,7 @@ def test_cli_switches_map_to_config_fields():
                                 "early_stop": False}
     assert cli.config_from_args(_parse(["--data", "x"]), 1024) == FinCardsConfig()
     assert _parse(["--data", "x"]).doc_types == ("10-K", "10-Q")
-    for bad in (["--card-without", "sketch"], ["--doc-types", "S-1"]):
+    for bad in (["--card_without", "sketch"], ["--doc_types", "S-1"]):
         with pytest.raises(SystemExit):
             _parse(["--data", "x", *bad])
 
@@ -1039,9 +1039,9 @@ def test_cli_keeps_the_paper_filing_types_and_records_them(tmp_path, capsys):
     assert [(r["id"], r["doc_type"]) for r in records] == [("q-trend", "10-K"), ("q-define", "10-K"), ("q-cover", "10-Q")]
     summary = json.loads((tmp_path / "run.summary.json").read_text())
     assert summary["doc_types"]["wanted"] == ["10-K", "10-Q"] and summary["doc_types"]["dropped_by_type"] == {"8-K": 1}
-    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--doc-types", "all", "--judge", ""])) == 0
+    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--doc_types", "all", "--judge", ""])) == 0
     assert "document types all: 4 of 4 queries kept" in capsys.readouterr().out
-    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--doc-types", "DEF14A", "--judge", ""])) == 2
+    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--doc_types", "DEF14A", "--judge", ""])) == 2
     assert "no query left" in capsys.readouterr().err
 
 
@@ -1061,7 +1061,7 @@ EVERY_KIND = json.dumps({
 
 def test_cli_with_the_judge_down_prints_no_scores_exits_1_and_resumes_from_the_cache(tmp_path, judge_cache, capsys):
     data = write_filing(tmp_path / "chunks.jsonl")
-    fast = ["--judge-max-retries", "0", "--judge-backoff", "0", "--judge-timeout", "5"]
+    fast = ["--judge_max_retries", "0", "--judge_backoff", "0", "--judge_timeout", "5"]
     argv = ["--data", data, "--variant", "all", "--out", tmp_path / "run.jsonl", *fast]
     # a server that does not answer at all is known before any work: one line, status 2
     assert cli.main(_parse([*argv, "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m"])) == 2
@@ -1098,11 +1098,11 @@ def test_cli_with_the_judge_down_prints_no_scores_exits_1_and_resumes_from_the_c
 def test_cli_exits_1_when_answers_stay_unparsable(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli, "load_judge", lambda spec, options: LexicalJudge(broken={"fincards_intent"}))
     data = write_filing(tmp_path / "chunks.jsonl")
-    assert cli.main(_parse(["--data", data, "--variant", "s1+s2", "--judge", "x", "--max-attempts", "2"])) == 1
+    assert cli.main(_parse(["--data", data, "--variant", "s1+s2", "--judge", "x", "--max_attempts", "2"])) == 1
     captured = capsys.readouterr()
     assert captured.err.strip() == (
         "lm-eval-fin rerank: 2 answers stayed unparsable after 2 attempts (intent 2); their fallbacks stood in and "
-        "their queries count under 'fallbk'; a larger --max-attempts asks them again")
+        "their queries count under 'fallbk'; a larger --max_attempts asks them again")
     row = next(line.split() for line in captured.out.splitlines() if line.startswith("s1+s2"))
     assert row[1] != "-" and row[8:10] == ["2/2", "2"]
 

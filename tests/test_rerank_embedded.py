@@ -88,8 +88,8 @@ def test_cli_end_to_end(two_runs, fincards_cache, embedded_judge_spec, tmp_path)
     env = {**os.environ, "LM_EVAL_FIN_CACHE": str(fincards_cache), "HF_HUB_OFFLINE": "1"}
     done = subprocess.run(
         [BIN / "lm-eval-fin", "rerank", "--data", str(data), "--judge", embedded_judge_spec,
-         "--judge-max-tokens", str(MAX_TOKENS), "--max-attempts", "1", "--variant", "all",
-         "--seed", "0", "--out", str(out), "--judge-retry-unparsable", "no"],
+         "--judge_max_tokens", str(MAX_TOKENS), "--max_attempts", "1", "--variant", "all",
+         "--seed", "0", "--out", str(out), "--judge_retry_unparsable", "no"],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
     )
     # a 135M model leaves answers unreadable: the command says so and exits 1 (0 if none were)

@@ -24,7 +24,7 @@ def test_rerank_on_the_shipped_chunk_sample(tmp_path, judge_spec, monkeypatch, c
     caplog.set_level(logging.INFO, logger="lm_eval_fin.judge")
     out = tmp_path / "rerank.jsonl"
     argv = ["rerank", "--data", str(paths.data_path("finagentbench_demo")), "--judge", judge_spec,
-            "--judge-max-tokens", "24", "--judge-max-model-len", "4096", "--max-attempts", "1",
+            "--judge_max_tokens", "24", "--judge_max_model_len", "4096", "--max_attempts", "1",
             "--limit", "1", "--variant", "full", "--out", str(out)]
     assert cli.main(argv) == 0
     captured = capsys.readouterr()

@@ -44,8 +44,8 @@ def test_two_stage_score_of_logged_samples(served_runs, tmp_path, judge_spec, mo
 
     caplog.clear()
     # warm: the same judge requests, no engine (unreadable answers the cache holds are kept as
-    # they are: re-asking them is --judge-retry-unparsable's job, tested in the light suite)
-    assert cli.main([*argv, "--judge-retry-unparsable", "no"]) == status
+    # they are: re-asking them is --judge_retry_unparsable's job, tested in the light suite)
+    assert cli.main([*argv, "--judge_retry_unparsable", "no"]) == status
     capsys.readouterr()
     assert STARTING not in caplog.text
     again = judged_results(root)

@@ -124,7 +124,7 @@ def test_every_constraint_is_enforced_in_one_chunked_batch(judge, engine_calls):
     stats = judge.last_batch
     assert (stats.requests, stats.model_calls, stats.cache_hits, stats.failures) == (7, 7, 0, 0)
     assert stats.prompt_tokens > 7 * 20 and stats.completion_tokens >= 7
-    # --judge-batch-size 3: the seven requests went to LLM.chat in chunks of 3, 3 and 1
+    # --judge_batch_size 3: the seven requests went to LLM.chat in chunks of 3, 3 and 1
     assert [len(call) for call in engine_calls] == [3, 3, 1]
     assert [content for call in engine_calls for content in call] == [r.messages[-1]["content"] for r in CONSTRAINED]
 

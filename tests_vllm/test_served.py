@@ -81,8 +81,8 @@ def killed_mid_run(servers, tmp_path_factory):
     folder = tmp_path_factory.mktemp("rerank_killed")
     cache = folder / "rerank.sqlite"
     argv = ["rerank", "--data", str(paths.data_path("finagentbench_demo")), "--judge", server.judge_spec,
-            "--judge-max-tokens", "24", "--judge-max-retries", "1", "--judge-backoff", "0.2",
-            "--judge-retry-unparsable", "no", "--max-attempts", "1", "--limit", "1", "--variant", "full",
+            "--judge_max_tokens", "24", "--judge_max_retries", "1", "--judge_backoff", "0.2",
+            "--judge_retry_unparsable", "no", "--max_attempts", "1", "--limit", "1", "--variant", "full",
             "--out", str(folder / "rerank.jsonl")]
     status, out, err = [], io.StringIO(), io.StringIO()
     with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -160,7 +160,7 @@ def test_score_of_the_served_runs_against_the_server(served_runs, servers, tmp_p
     root = copy_judged_runs(served_runs, tmp_path / "served")
     served_runs.result("served/agentbench")  # the server has no other client now: its counter is ours
     monkeypatch.setenv("LM_EVAL_FIN_CACHE", str(tmp_path / "score.sqlite"))
-    argv = ["score", str(root), "--judge", server.judge_spec, "--judge-max-tokens", "16"]
+    argv = ["score", str(root), "--judge", server.judge_spec, "--judge_max_tokens", "16"]
     before = server.requests_served()
     status = cli.main(argv)
     capsys.readouterr()
@@ -177,7 +177,7 @@ def test_score_of_the_served_runs_against_the_server(served_runs, servers, tmp_p
 
     # again: every answer from the cache, nothing reaches the server
     before = server.requests_served()
-    assert cli.main([*argv, "--judge-retry-unparsable", "no"]) == status
+    assert cli.main([*argv, "--judge_retry_unparsable", "no"]) == status
     capsys.readouterr()
     assert server.requests_served() == before
 

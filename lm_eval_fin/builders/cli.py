@@ -3,11 +3,11 @@
     lm-eval-fin build earnings-call --output_path data/ems \\
         --judge vllm:Qwen/Qwen2.5-7B-Instruct                 # all three roles
     lm-eval-fin build earnings-call --source ./transcripts --tickers AAPL,MSFT \\
-        --answerer-a openai:http://127.0.0.1:8000/v1#model-a \\
-        --answerer-b openai:http://127.0.0.1:8001/v1#model-b \\
+        --answerer_a openai:http://127.0.0.1:8000/v1#model-a \\
+        --answerer_b openai:http://127.0.0.1:8001/v1#model-b \\
         --consolidator openai:http://127.0.0.1:8000/v1#model-a --output_path data/ems
 
-The judge options (``--judge-max-tokens`` ...) apply to all three roles. With one spec for
+The judge options (``--judge_max_tokens`` ...) apply to all three roles. With one spec for
 both answerers (``--judge`` alone) both answers come from one model: the build warns, and
 answerer B asks with its own seed (sampling when the judge is greedy) so that it does not
 get answerer A's answer back from the cache. See :mod:`lm_eval_fin.builders.earnings_call`
@@ -24,6 +24,7 @@ from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.benchmarks.fin_ems.data import write_dataset
 from lm_eval_fin.builders import earnings_call as ec
 from lm_eval_fin.exit_status import Problem
+from lm_eval_fin.flags import spellings
 
 DATASETS = ("earnings-call",)
 
@@ -49,11 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quarter",
         default=ec.PAPER_QUARTER,
-        help=f"calendar quarter, e.g. 2024Q3 (default {ec.PAPER_QUARTER}: with --quarter-basis results, the "
-        "paper's calls); fiscal labels are never used",
+        help="calendar quarter, e.g. 2024Q3; fiscal labels are never used (with --quarter_basis results, the "
+        "default is the paper's calls)",
     )
     parser.add_argument(
-        "--quarter-basis",
+        *spellings("--quarter_basis"),
         choices=ec.QUARTER_BASES,
         default=ec.DEFAULT_QUARTER_BASIS,
         help="results (default): the calls reporting that quarter's results, held in the quarter after "
@@ -62,10 +63,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--questions", default=None, help="questions JSON (default: the paper's five)")
     parser.add_argument(
-        "--answerer-a", default=None, help="judge spec of the first answerer (default: --judge)"
+        *spellings("--answerer_a"), default=None, help="judge spec of the first answerer (default: --judge)"
     )
     parser.add_argument(
-        "--answerer-b", default=None, help="judge spec of the second answerer (default: --judge)"
+        *spellings("--answerer_b"), default=None, help="judge spec of the second answerer (default: --judge)"
     )
     parser.add_argument(
         "--consolidator", default=None, help="judge spec of the consolidator (default: --judge)"
@@ -86,7 +87,7 @@ def main(args: argparse.Namespace) -> int:
     if unset:
         print(
             f"lm-eval-fin build: error: no judge for {', '.join(unset)}: pass --judge (or $LM_EVAL_FIN_JUDGE) or "
-            "--answerer-a/--answerer-b/--consolidator",
+            "--answerer_a/--answerer_b/--consolidator",
             file=sys.stderr,
         )
         return exit_status.USAGE

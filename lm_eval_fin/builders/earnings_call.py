@@ -12,7 +12,7 @@ rebuild in its manner, not its dataset:
   at a pinned revision (or from local files); the paper does not name its source, and two
   transcripts of one call differ in wording, speakers and cuts. The quarter: the paper speaks of
   "the third quarter of 2024", which can mean the calls on Q3 results (held October to
-  December 2024, our default) or the calls held in Q3 (``--quarter-basis call-date``); it does
+  December 2024, our default) or the calls held in Q3 (``--quarter_basis call-date``); it does
   not say which. The models: the paper's answerers are GPT-4o and Mistral Large and its
   consolidator GPT-4o; ours are whichever judges the build names. So figures on a built
   dataset are not comparable with the paper's Table 1 number for number.
@@ -26,7 +26,7 @@ The builder writes the fin_ems dataset format (records, files and fields:
 Selecting calls. Companies name their quarters by fiscal year (Apple's fiscal Q4 2024 and
 Microsoft's fiscal Q1 2025 were both reported in October 2024), so calls are selected by the
 date they were held, never by the source's year/quarter labels. A calendar quarter selects
-calls on one of two bases (``--quarter-basis``):
+calls on one of two bases (``--quarter_basis``):
 
 * ``results`` (the default): the calls that report that calendar quarter's results, i.e.
   the calls held in the calendar quarter after it. ``--quarter 2024Q3`` (the default)
@@ -400,7 +400,7 @@ def answer_decoding(answerer_a, answerer_b) -> dict[str, dict[str, Any]]:
         logger.warning(
             "answerers A and B are one judge (%s): both answers come from one model, so the "
             "references are one model's two answers consolidated, not two models' as in the paper; "
-            "answerer B asks with seed %d%s. Pass --answerer-b with another model to follow the paper",
+            "answerer B asks with seed %d%s. Pass --answerer_b with another model to follow the paper",
             answerer_a.spec,
             decoding["answerer_b"]["seed"],
             f" at temperature {decoding['answerer_b']['temperature']}"

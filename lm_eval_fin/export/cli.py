@@ -2,7 +2,7 @@
 
 Exit status: 0 when everything was exported; 1 when some of it is missing (a run that could
 not be read, a task that logged no samples), after the rest was written; 2 when nothing could
-be exported or the arguments are wrong (a run of a local model without --model-id, runs of
+be exported or the arguments are wrong (a run of a local model without --model_id, runs of
 several models for one model card). A metric with no value in a run (lm-eval's null: no
 judge, or nothing it applies to) is no failure of the export: it is left out and named, on
 stderr and in the record.
@@ -18,6 +18,7 @@ from pathlib import Path
 from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.export import eee, facts, model_index
 from lm_eval_fin.export.facts import ExportError
+from lm_eval_fin.flags import spellings
 from lm_eval_fin.report import stats
 from lm_eval_fin.runfiles import read_results_dirs
 
@@ -33,19 +34,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="eee: Every Eval Ever aggregate and instance-level records (OUT/data/...); "
                         f"model-index: the model card's results block (OUT/{MODEL_INDEX_FILE})")
     parser.add_argument("--output_path", required=True, help="folder to write into")
-    parser.add_argument("--model-id", dest="model_id", metavar="ORG/NAME",
+    parser.add_argument(*spellings("--model_id"), dest="model_id", metavar="ORG/NAME",
                         help="the model's Hugging Face id, for runs of a local path or an API model "
                         "(default: the hub id the runs name)")
     parser.add_argument("--organization", default="unknown",
                         help="eee: who ran the evaluation (source_organization_name)")
-    parser.add_argument("--evaluator-relationship", dest="relationship", default="other", choices=eee.RELATIONSHIPS,
+    parser.add_argument(*spellings("--evaluator_relationship"), dest="relationship", default="other", choices=eee.RELATIONSHIPS,
                         help="eee: the evaluator's relationship to the model")
-    parser.add_argument("--source-url", dest="source_url", default=None,
+    parser.add_argument(*spellings("--source_url"), dest="source_url", default=None,
                         help="model-index: the URL of the results' source (default: the project's home page "
                         "from its package metadata, where it states one)")
     parser.add_argument("--bootstrap_iters", type=int, default=stats.BOOTSTRAP_RESAMPLES,
                         help="bootstrap resamples per interval")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
 
 
 def fail(message: str) -> int:
@@ -55,7 +56,7 @@ def fail(message: str) -> int:
 
 def main(args: argparse.Namespace) -> int:
     if args.model_id is not None and not MODEL_ID.fullmatch(args.model_id):
-        return fail(f"--model-id {args.model_id!r} is not ORG/NAME")
+        return fail(f"--model_id {args.model_id!r} is not ORG/NAME")
     if args.bootstrap_iters < 1:
         return fail("--bootstrap_iters must be at least 1")
     runs, unreadable = read_results_dirs(args.run_dirs)
@@ -64,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
     if not runs:
         return fail("no lm-eval run could be read")
     if args.model_id is not None and len({facts.named_model(run) for run in runs}) > 1:
-        return fail("--model-id names one model, but these runs are of several: export them one model at a time")
+        return fail("--model_id names one model, but these runs are of several: export them one model at a time")
     out = Path(args.output_path)
     try:
         identities = [facts.model_identity(run, args.model_id) for run in runs]
@@ -75,7 +76,7 @@ def main(args: argparse.Namespace) -> int:
             atomic.write_text(out / MODEL_INDEX_FILE, text)
             print(f"model-index of {identities[0].id}: {out / MODEL_INDEX_FILE}")
             if not url:
-                print("lm-eval-fin export: note: no --source-url and no project URL in the package metadata: "
+                print("lm-eval-fin export: note: no --source_url and no project URL in the package metadata: "
                       "the entries name no source", file=sys.stderr)
             return exit_status.INCOMPLETE if unreadable else exit_status.OK
     except ExportError as exc:

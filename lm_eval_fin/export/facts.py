@@ -89,7 +89,7 @@ def model_identity(run: Run, given_id: str | None = None) -> ModelIdentity:
     else:
         raise ExportError(
             f"{run.source}: the model {named or '(unnamed)'!r} is not a Hugging Face id (ORG/NAME); "
-            "pass --model-id ORG/NAME to name it"
+            "pass --model_id ORG/NAME to name it"
         )
     engine = IN_PROCESS_ENGINES.get(model_type)
     if engine:

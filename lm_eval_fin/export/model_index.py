@@ -7,7 +7,7 @@ and split the run read, or, for local data, the task's name with the data's path
 in ``args``; ``config`` is the lm-eval task, because settings of one benchmark (FinLFQA's
 end-to-end, post-hoc and iterative) share a dataset and split and the hub keeps one entry per
 task type, dataset, config, split and revision. ``source`` names this project and its URL
-(the hub wants both): ``--source-url``, else the project URL of the installed package's
+(the hub wants both): ``--source_url``, else the project URL of the installed package's
 metadata; with neither the entries have no source.
 """
 

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lm_eval_fin import exit_status, runfiles
+from lm_eval_fin.flags import spellings
 from lm_eval_fin.harness import replay, run, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.harness.settings import NO_JUDGE
@@ -60,9 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where lm-eval writes the scored results and samples (default: beside each run's own files)",
     )
     parser.add_argument(
-        "--judge-repeat", dest="judge_repeat", type=int, default=1, metavar="N",
-        help="score N times, the judge seed one higher each time (sampling needs --judge-temperature above 0), "
-        "then print how well the judge agrees with itself (default 1)",
+        *spellings("--judge_repeat"), type=int, default=1, metavar="N",
+        help="score N times, the judge seed one higher each time (sampling needs --judge_temperature above 0), "
+        "then print how well the judge agrees with itself",
     )
     parser.add_argument(
         "--confirm_run_unsafe_code", action="store_true",
@@ -128,7 +129,7 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
 
     spec, options = judge_of(args)
     if args.judge_repeat < 1:
-        raise ScoreError(f"--judge-repeat must be at least 1, got {args.judge_repeat}")
+        raise ScoreError(f"--judge_repeat must be at least 1, got {args.judge_repeat}")
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     by_run = runs_to_score(args.path, tasks, benchmarks)
     unsafe = sorted({f.task for files in by_run.values() for f in files if taskfiles.task_config(f.task).get("unsafe_code")})
@@ -140,7 +141,7 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
             return exit_status.report(PROG, problems)
     defaults = JudgeOptions()
     if args.judge_repeat > 1 and options.get("temperature", defaults.temperature) == 0:
-        print(f"{PROG}: note: the judge decodes greedily (--judge-temperature 0), so its repeats can only agree",
+        print(f"{PROG}: note: the judge decodes greedily (--judge_temperature 0), so its repeats can only agree",
               file=sys.stderr)
     replay.register_model()
     failed = False

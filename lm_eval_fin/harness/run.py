@@ -1,7 +1,7 @@
 """``lm-eval-fin run``: lm-eval's own CLI with our task folder included, our judge flags, and
 the run checked before lm-eval loads a model.
 
-Our options (``--judge``, ``--judge-<option>``) are parsed here, a mistyped ``--judge-*`` flag
+Our options (``--judge``, ``--judge_<option>``) are parsed here, a mistyped ``--judge_*`` flag
 included; every other argument goes to lm-eval's CLI untouched, so nothing of the harness's
 argument parsing is re-implemented. Before lm-eval starts, every task of ours the command names
 is checked the way its dataset will load (metadata keys, judge spec and options, the data
@@ -24,6 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from lm_eval_fin import exit_status, paths
 from lm_eval_fin.cleantext import one_line
+from lm_eval_fin.flags import HelpFormatter
 from lm_eval_fin.harness import preflight, stage, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.settings import SettingsError
@@ -46,12 +47,13 @@ class RunError(Exception):
 def run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        usage=f"{PROG} [--judge SPEC] [--judge-<option> VALUE ...] <lm_eval run arguments>",
+        usage=f"{PROG} [--judge SPEC] [--judge_<option> VALUE ...] <lm_eval run arguments>",
         description="lm-eval's `run` with the lm-eval-fin tasks included (--include_path is set for you). "
         "The options below are lm-eval-fin's; every other argument goes to lm-eval unchanged.",
         epilog="lm-eval's own arguments (--model, --model_args, --tasks, --metadata, --output_path, "
         "--log_samples, ...): see `lm_eval run --help`.",
         add_help=False,
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("-h", "--help", action="store_true", help="show this help and exit")
     add_judge_arguments(parser)
@@ -59,7 +61,7 @@ def run_parser() -> argparse.ArgumentParser:
 
 
 def split_arguments(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
-    """(our options, lm-eval's arguments). A ``--judge-*`` flag that is not ours is a typo
+    """(our options, lm-eval's arguments). A ``--judge_*`` flag that is not ours is a typo
     and an error naming the closest flag, not an argument for lm-eval."""
     parser = run_parser()
     ours, rest = parser.parse_known_args(list(argv))

@@ -28,7 +28,7 @@ class JudgeRequest:
     ``messages`` are OpenAI-style dicts (``{"role": ..., "content": ...}``). At most one
     output constraint is set: ``json_schema`` (a JSON Schema dict), ``regex`` or ``choice``.
     ``max_tokens``, ``temperature`` and ``seed`` left as None take the judge's options
-    (``--judge-max-tokens`` etc.); a value set here wins, because the caller knows how long
+    (``--judge_max_tokens`` etc.); a value set here wins, because the caller knows how long
     its answers are.
     ``attempt`` is part of the cache key, so a retry of an unparsable answer is a new request
     (with a derived seed, and sampled rather than greedy) rather than the same cached text.

@@ -129,14 +129,14 @@ def oversized_reply(text: str, limit: int) -> str | None:
     """Why ``text`` is not stored: it is longer than ``limit`` UTF-8 bytes; None when it fits.
 
     >>> oversized_reply("x" * 10, 8)
-    'the judge replied 10 bytes, more than the 8 the judge cache stores (--judge-max-reply-bytes)'
+    'the judge replied 10 bytes, more than the 8 the judge cache stores (--judge_max_reply_bytes)'
     """
     if 4 * len(text) <= limit:  # a character is at most 4 bytes: no need to count
         return None
     size = len(text.encode("utf-8", "surrogatepass"))
     if size <= limit:
         return None
-    return f"the judge replied {size} bytes, more than the {limit} the judge cache stores (--judge-max-reply-bytes)"
+    return f"the judge replied {size} bytes, more than the {limit} the judge cache stores (--judge_max_reply_bytes)"
 
 
 @dataclass(frozen=True)

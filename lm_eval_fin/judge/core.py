@@ -161,7 +161,7 @@ class _BatchRecorder:
 
     def deadline_error(self) -> str:
         return (f"not finished within the batch deadline of {self.judge.options.batch_deadline_s:g}s "
-                "(--judge-batch-deadline); finished answers are cached, a re-run sends the rest")
+                "(--judge_batch_deadline); finished answers are cached, a re-run sends the rest")
 
     def done_many(self, items: Sequence[tuple[_Miss, JudgeResponse]]) -> None:
         finished, failed = [], []

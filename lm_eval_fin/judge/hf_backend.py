@@ -1,7 +1,7 @@
 """``hf:<model id or path>[#<gguf file>]``: a transformers model as the judge, CPU or GPU.
 
 Batched generation: requests are grouped by decoding parameters, sorted by prompt length
-(so a batch pads little) and generated ``batch_size`` at a time (``--judge-batch-size``,
+(so a batch pads little) and generated ``batch_size`` at a time (``--judge_batch_size``,
 default 8) with left padding and the model's chat template. Temperature 0 is greedy
 decoding; otherwise sampling with ``torch.manual_seed(seed)`` before each batch (a batch
 only holds requests with the same seed). The model runs on CUDA when available (bfloat16

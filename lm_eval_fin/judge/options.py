@@ -3,48 +3,48 @@
 
 Options (flag, field, what it does):
 
-``--judge-max-tokens`` (``max_tokens``)
+``--judge_max_tokens`` (``max_tokens``)
     answer length for requests that do not set their own ``max_tokens``.
-``--judge-temperature`` / ``--judge-seed`` (``temperature``, ``seed``)
+``--judge_temperature`` / ``--judge_seed`` (``temperature``, ``seed``)
     decoding; the default is greedy (0) with seed 0, so a judge's scores are reproducible.
     Retries of unparsable answers sample instead (see :mod:`lm_eval_fin.judge.core`).
-``--judge-concurrency`` (``concurrency``)
+``--judge_concurrency`` (``concurrency``)
     openai backend: requests in flight at once, per endpoint (a spec may list several).
-``--judge-timeout`` (``timeout_s``)
+``--judge_timeout`` (``timeout_s``)
     openai backend: seconds one HTTP request may take from start to end (connecting, waiting
     and reading the body), after which it counts as failed; a server that trickles its
     answer a byte at a time is cut at this point too.
-``--judge-max-retries`` (``max_retries``), ``--judge-backoff`` (``backoff_s``),
-``--judge-backoff-max`` (``backoff_max_s``)
+``--judge_max_retries`` (``max_retries``), ``--judge_backoff`` (``backoff_s``),
+``--judge_backoff_max`` (``backoff_max_s``)
     openai backend: a failed request (refused connection, timeout, 408/409/429, 5xx,
     malformed reply) is re-sent up to ``max_retries`` times, waiting ``backoff_s * 2**k``
     seconds, at most ``backoff_max_s``, before retry ``k + 1``. A 429 or 503 answer with a
     ``Retry-After`` header (seconds or an HTTP date) sets that wait instead, also capped at
     ``backoff_max_s``.
-``--judge-batch-deadline`` (``batch_deadline_s``)
+``--judge_batch_deadline`` (``batch_deadline_s``)
     openai and hf backends: seconds one batch (one ``judge.complete`` call: a stage's
     requests, or one round of re-asks of unparsable answers) may take in all. Requests not
     finished by then fail with an error that says so; those finished are kept (cached).
     Default None: no batch deadline.
-``--judge-retry-unparsable`` (``retry_unparsable``)
+``--judge_retry_unparsable`` (``retry_unparsable``)
     ``yes`` (default) or ``no``. With ``yes``, a cached answer that the caller's parser rejects
     is sent to the judge again on the next run and the new answer replaces it, so a run after
     fixing a judge (its model, its chat template) recovers; ``no`` keeps cached answers as
     they are (a re-run sends nothing for them).
-``--judge-max-reply-bytes`` (``max_reply_bytes``)
+``--judge_max_reply_bytes`` (``max_reply_bytes``)
     the longest reply (UTF-8 bytes) the cache stores, 1 MB by default (a judge's verdict is a
     few hundred bytes; the longest request, an EMS extraction, some kilobytes). A longer
     reply, from a server that ignores ``max_tokens``, is a failure of its request: not
     cached, not scored, counted under ``judge_failure``.
-``--judge-batch-size`` (``batch_size``)
+``--judge_batch_size`` (``batch_size``)
     hf backend: prompts per ``generate`` call (default 8); vllm backend: prompts per
     ``LLM.chat`` call (default 1024). Results reach the cache after each such chunk.
-``--judge-tensor-parallel-size``, ``--judge-gpu-memory-utilization``,
-``--judge-max-model-len``
+``--judge_tensor_parallel_size``, ``--judge_gpu_memory_utilization``,
+``--judge_max_model_len``
     vllm backend: passed to ``vllm.LLM``.
 
 Where options come from, later ones winning: the defaults above, ``$LM_EVAL_FIN_JUDGE_OPTIONS``
-(a JSON object of fields, e.g. ``{"max_retries": 2}``; ``lm-eval-fin run --judge-max-retries 2``
+(a JSON object of fields, e.g. ``{"max_retries": 2}``; ``lm-eval-fin run --judge_max_retries 2``
 sets it for the harness), then the flags given on the command line or, inside an ``lm_eval``
 run, a task's ``--metadata`` (``judge_<field>`` keys, or a ``judge_options`` object; see
 :func:`options_from_metadata`).
@@ -70,9 +70,11 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from lm_eval_fin.flags import spellings
 
 JUDGE_ENV = "LM_EVAL_FIN_JUDGE"
 JUDGE_OPTIONS_ENV = "LM_EVAL_FIN_JUDGE_OPTIONS"
@@ -98,8 +100,8 @@ class JudgeOptions:
 
 
 # option field -> its flag, for the flags that are not --judge-<field with dashes>
-_FLAG_NAMES = {"timeout_s": "timeout", "backoff_s": "backoff", "backoff_max_s": "backoff-max",
-               "batch_deadline_s": "batch-deadline"}
+_FLAG_NAMES = {"timeout_s": "timeout", "backoff_s": "backoff", "backoff_max_s": "backoff_max",
+               "batch_deadline_s": "batch_deadline"}
 # fields that must be above zero (the others but temperature and seed must not be negative)
 _POSITIVE_FIELDS = frozenset({"concurrency", "timeout_s", "batch_deadline_s", "batch_size", "max_reply_bytes",
                               "tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "max_tokens"})
@@ -119,8 +121,8 @@ def _field_type(name: str) -> tuple[type, bool]:
 
 
 def flag_of(field_name: str) -> str:
-    """``max_retries`` -> ``--judge-max-retries``; ``timeout_s`` -> ``--judge-timeout``."""
-    return "--judge-" + _FLAG_NAMES.get(field_name, field_name).replace("_", "-")
+    """``max_retries`` -> ``--judge_max_retries``; ``timeout_s`` -> ``--judge_timeout``."""
+    return "--judge_" + _FLAG_NAMES.get(field_name, field_name)
 
 
 def parse_bool(value: Any) -> bool | None:
@@ -228,39 +230,33 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default: ${JUDGE_ENV})",
     )
     defaults = JudgeOptions()
-    group.add_argument("--judge-max-tokens", type=int, default=None,
-                       help=f"answer length of requests that set none ({defaults.max_tokens})")
-    group.add_argument("--judge-temperature", type=float, default=None,
-                       help="0 is greedy (default)")
-    group.add_argument("--judge-seed", type=int, default=None, help=f"({defaults.seed})")
-    group.add_argument("--judge-concurrency", type=int, default=None,
-                       help=f"openai: requests in flight per endpoint ({defaults.concurrency})")
-    group.add_argument("--judge-timeout", type=float, default=None,
-                       help=f"openai: seconds one request may take, connecting and reading included "
-                       f"({defaults.timeout_s:g})")
-    group.add_argument("--judge-max-retries", type=int, default=None,
-                       help=f"openai: re-sends of a failed request ({defaults.max_retries})")
-    group.add_argument("--judge-backoff", type=float, default=None,
-                       help=f"openai: first wait before a re-send, doubled each time (seconds; {defaults.backoff_s:g})")
-    group.add_argument("--judge-backoff-max", type=float, default=None,
-                       help=f"openai: longest wait before a re-send, Retry-After included "
-                       f"(seconds; {defaults.backoff_max_s:g})")
-    group.add_argument("--judge-batch-deadline", type=float, default=None,
-                       help="openai, hf: seconds one batch may take in all; requests not finished by then "
-                       "fail, finished ones are kept (default: no deadline)")
-    group.add_argument("--judge-retry-unparsable", type=_yes_no, default=None, metavar="{yes,no}",
-                       help="send a cached answer the parser rejects to the judge again (yes, the default); "
-                       "no keeps cached answers as they are")
-    group.add_argument("--judge-max-reply-bytes", type=int, default=None,
-                       help=f"the longest reply the cache stores; a longer one fails its request "
-                       f"({defaults.max_reply_bytes})")
-    group.add_argument("--judge-batch-size", type=int, default=None,
-                       help="hf: prompts per generate call (8); vllm: prompts per LLM.chat call (1024)")
-    group.add_argument("--judge-tensor-parallel-size", type=int, default=None,
-                       help=f"vllm ({defaults.tensor_parallel_size})")
-    group.add_argument("--judge-gpu-memory-utilization", type=float, default=None,
-                       help=f"vllm ({defaults.gpu_memory_utilization:g})")
-    group.add_argument("--judge-max-model-len", type=int, default=None, help="vllm (the model's)")
+
+    def option(name: str, kind: type | Callable[[str], Any], what: str, default: Any, **more: Any) -> None:
+        group.add_argument(*spellings(f"--judge_{name}"), type=kind, default=None,
+                           help=f"{what} (default: {default})", **more)
+
+    option("max_tokens", int, "answer length of requests that set none", defaults.max_tokens)
+    option("temperature", float, "decoding temperature; 0 is greedy", f"{defaults.temperature:g}")
+    option("seed", int, "decoding seed", defaults.seed)
+    option("concurrency", int, "openai: requests in flight per endpoint", defaults.concurrency)
+    option("timeout", float, "openai: seconds one request may take, connecting and reading included",
+           f"{defaults.timeout_s:g}")
+    option("max_retries", int, "openai: re-sends of a failed request", defaults.max_retries)
+    option("backoff", float, "openai: first wait before a re-send in seconds, doubled each time",
+           f"{defaults.backoff_s:g}")
+    option("backoff_max", float, "openai: longest wait before a re-send in seconds, Retry-After included",
+           f"{defaults.backoff_max_s:g}")
+    option("batch_deadline", float, "openai, hf: seconds one batch may take in all; requests not finished by then "
+           "fail, finished ones are kept", "no deadline")
+    option("retry_unparsable", _yes_no, "send a cached answer the parser rejects to the judge again (yes); no keeps "
+           "cached answers as they are", "yes", metavar="{yes,no}")
+    option("max_reply_bytes", int, "the longest reply the cache stores; a longer one fails its request",
+           defaults.max_reply_bytes)
+    option("batch_size", int, "prompts per generate call (hf) or LLM.chat call (vllm)", "8 for hf, 1024 for vllm")
+    option("tensor_parallel_size", int, "vllm: GPUs the judge model spans", defaults.tensor_parallel_size)
+    option("gpu_memory_utilization", float, "vllm: share of the GPU's memory the engine takes",
+           f"{defaults.gpu_memory_utilization:g}")
+    option("max_model_len", int, "vllm: the judge's context length", "the model's")
 
 
 def _yes_no(text: str) -> bool:
@@ -274,7 +270,7 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
     """The option flags given on the command line (field -> value)."""
     given = {}
     for name in option_fields():
-        value = getattr(args, flag_of(name)[2:].replace("-", "_"), None)
+        value = getattr(args, flag_of(name)[2:], None)
         if value is not None:
             given[name] = value
     return given

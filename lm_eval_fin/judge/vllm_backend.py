@@ -4,7 +4,7 @@ The engine (``vllm.LLM(model, tensor_parallel_size, gpu_memory_utilization, max_
 seed)``) starts on the first batch with a cache miss, so a warm re-run never starts one.
 A batch goes to ``LLM.chat`` as a list of conversations with one ``SamplingParams`` per
 request (max_tokens, temperature, seed, constraint), so vLLM schedules all of it with
-continuous batching. The misses are sent ``batch_size`` at a time (``--judge-batch-size``,
+continuous batching. The misses are sent ``batch_size`` at a time (``--judge_batch_size``,
 default 1024): that many is enough for the scheduler to keep the device full, and each
 finished chunk is written to the cache, so a killed run loses at most one chunk.
 
@@ -291,7 +291,7 @@ class VLLMBackend:
                 failed[index] = JudgeResponse(
                     None, prompt_tokens=count,
                     error=f"the prompt has {count} tokens and the judge's max_model_len is {limit}, which "
-                    "leaves no room for an answer (raise --judge-max-model-len or shorten the prompt); not sent",
+                    "leaves no room for an answer (raise --judge_max_model_len or shorten the prompt); not sent",
                 )
         return failed
 

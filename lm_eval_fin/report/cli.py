@@ -28,11 +28,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--export_dir", default=None, metavar="DIR",
                         help="an `lm-eval-fin export` folder to link from the page (its model-index.yaml and data/)")
     parser.add_argument("--bootstrap_iters", type=int, default=stats.BOOTSTRAP_RESAMPLES,
-                        help=f"bootstrap resamples per interval (default {stats.BOOTSTRAP_RESAMPLES})")
+                        help="bootstrap resamples per interval")
     parser.add_argument("--permutation_iters", type=int, default=stats.PERMUTATION_RESAMPLES,
-                        help="random sign patterns of a paired test beyond 16 shared questions "
-                        f"(default {stats.PERMUTATION_RESAMPLES})")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling (default 0)")
+                        help="random sign patterns of a paired test beyond 16 shared questions")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
 
 
 def main(args: argparse.Namespace, benchmarks: Iterable[Any] = ()) -> int:

@@ -6,7 +6,7 @@ Card kinds (``--cards``):
   writes the alignment core, rules derive the triple, evidence spans and auxiliary fields;
 * ``b1``: the appendix B.1 card (:mod:`~lm_eval_fin.rerank.cards`), written whole by the judge.
 
-Field ablations (``--card-without``, the paper's Table 2): a group removed from the card is
+Field ablations (``--card_without``, the paper's Table 2): a group removed from the card is
 gone for every later stage: the judge does not see it, and the coverage quotas and the audit
 cannot use it.
 
@@ -19,7 +19,7 @@ tables      the table signature                           verifiability.table
 scope       entities, the triple's entity, scope          scope (entity scope, segments, geography)
 =========== ============================================= ==========================================
 
-Views (``--card-view``): ``card`` (the card's line), ``summary`` (Table 2 "only summary": the
+Views (``--card_view``): ``card`` (the card's line), ``summary`` (Table 2 "only summary": the
 card's summary or sketch alone) and ``raw`` (Table 2 "raw chunks (no card)": the chunk's text,
 cut to ``raw_chars``; no card is asked of the judge, and the quotas and the audit read cards
 built by the rules alone).

@@ -125,7 +125,7 @@ def document_type(record: Mapping[str, Any], preamble: str, chunks: Iterable[str
 
 
 def parse_doc_types(text: str) -> tuple[str, ...] | None:
-    """``--doc-types``: a comma-separated list of forms, or "all" (no filter: None).
+    """``--doc_types``: a comma-separated list of forms, or "all" (no filter: None).
 
     >>> parse_doc_types("10-K,10q"), parse_doc_types("all")
     (('10-K', '10-Q'), None)

@@ -60,7 +60,7 @@ CARD_VARIANTS = ("s1+s3", "s1+s2", "full")
 SCREENING_VARIANTS = ("s1+s2", "full")
 TOURNAMENT_VARIANTS = ("s1+s3", "full")
 
-# Output budgets per stage (tokens), capped by the judge's --judge-max-tokens.
+# Output budgets per stage (tokens), capped by the judge's --judge_max_tokens.
 STAGE_TOKENS = {"cards": 512, "intent": 256, "screening": 768, "tournament": 384, "llm": 256}
 
 T = TypeVar("T")

@@ -3,7 +3,7 @@
     lm-eval-fin rerank --data chunk_ranking_kaggle_dev.jsonl --judge vllm:Qwen/Qwen2.5-7B-Instruct \\
         --variant all --output_path run.jsonl
 
-Keeps the queries on 10-K and 10-Q filings (``--doc-types``, the paper's setting; how a
+Keeps the queries on 10-K and 10-Q filings (``--doc_types``, the paper's setting; how a
 record's type is read: :mod:`lm_eval_fin.rerank.doctype`), runs the variants, writes one JSON
 line per query and variant (ranking of every chunk, best first; nDCG, MAP and MRR at k when
 the record has grades; rank variance; candidate sizes; the judge's outcome; cost; the audit
@@ -15,8 +15,8 @@ stage-2 survivors per query, rank variance, how many queries were scored and how
 them fell back, LLM calls and tokens per query; then one line per judge stage with its
 requests, failed and unparsable answers, calls and tokens over the whole run.
 
-The Table 2 card ablations and Table 3 strategies are switches (``--card-without``,
-``--card-view``, ``--rounds``, ``--fixed-groups``, ``--aggregation``, ``--no-early-stop``),
+The Table 2 card ablations and Table 3 strategies are switches (``--card_without``,
+``--card_view``, ``--rounds``, ``--fixed_groups``, ``--aggregation``, ``--no_early_stop``),
 each mapped to a :class:`~lm_eval_fin.rerank.FinCardsConfig` field.
 
 Judge failures: a variant has no score on a query whose ranking needed a request the judge
@@ -39,6 +39,7 @@ from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.benchmarks.fin_agentbench.data import ChallengeFormatError, load_records
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import parse_challenge_prompt, prompt_text
 from lm_eval_fin.exit_status import Problem
+from lm_eval_fin.flags import spellings
 from lm_eval_fin.judge import load_judge
 from lm_eval_fin.judge.options import options_from_args
 from lm_eval_fin.judge.preflight import judge_problems
@@ -79,7 +80,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="which row of the paper's ablation to run; 'all' runs every one and prints the table (default: full)",
     )
     parser.add_argument(
-        "--doc-types", type=_doc_types, default=doctype.parse_doc_types(PAPER_DOC_TYPES),
+        *spellings("--doc_types"), type=_doc_types, default=doctype.parse_doc_types(PAPER_DOC_TYPES),
         help=f"keep queries on these filing types, comma-separated ({', '.join(doctype.FORMS)}), or 'all'; "
         f"queries whose type cannot be read are kept and counted (default: {PAPER_DOC_TYPES}, the paper's setting)",
     )
@@ -89,53 +90,53 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--k", type=int, default=10, help="metric cutoff and stage-3 top-k (default: 10)")
     parser.add_argument(
         "--gain", default=FinCardsConfig.gain, choices=GAINS,
-        help="nDCG gain: exponential (2^g - 1) or linear (g, trec_eval's ndcg_cut) (default: %(default)s)",
+        help="nDCG gain: exponential (2^g - 1) or linear (g, trec_eval's ndcg_cut)",
     )
-    parser.add_argument("--limit", type=int, default=None, help="only the first N queries (after --doc-types)")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N queries (after --doc_types)")
     parser.add_argument(
-        "--max-attempts", type=int, default=FinCardsConfig.max_attempts,
-        help="times a judge request is asked before its answer counts as unparsable (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--llm-chunk-chars", type=int, default=FinCardsConfig.llm_chunk_chars,
-        help="at most this many characters of each chunk are shown to the zero-shot llm baseline (default: %(default)s)",
+        *spellings("--max_attempts"), type=int, default=FinCardsConfig.max_attempts,
+        help="times a judge request is asked before its answer counts as unparsable",
     )
     parser.add_argument(
-        "--llm-prompt-chars", type=int, default=FinCardsConfig.llm_prompt_chars,
+        *spellings("--llm_chunk_chars"), type=int, default=FinCardsConfig.llm_chunk_chars,
+        help="at most this many characters of each chunk are shown to the zero-shot llm baseline",
+    )
+    parser.add_argument(
+        *spellings("--llm_prompt_chars"), type=int, default=FinCardsConfig.llm_prompt_chars,
         help="characters of chunk text in the llm baseline's prompt, shared by its candidates; the default "
-        "fits a 32k-token context (default: %(default)s)",
+        "fits a 32k-token context",
     )
     cards = parser.add_argument_group("cards (the paper's Table 2)")
     cards.add_argument(
         "--cards", default=FinCardsConfig.card_kind, choices=cardview.KINDS,
         help="core: section 3.2's card (judge-written core, rule-derived triple, evidence spans and auxiliary "
-        "fields); b1: the appendix B.1 card (default: %(default)s)",
+        "fields); b1: the appendix B.1 card",
     )
     cards.add_argument(
-        "--card-without", type=_groups, default=(), metavar="GROUPS",
+        *spellings("--card_without"), type=_groups, default=(), metavar="GROUPS",
         help=f"remove field groups from the cards, comma-separated: {', '.join(cardview.GROUPS)} "
         "(Table 2's 'w/o temporal_data', 'w/o financial_metrics', 'w/o tables', 'w/o scope')",
     )
     cards.add_argument(
-        "--card-view", default=FinCardsConfig.card_view, choices=cardview.VIEWS,
+        *spellings("--card_view"), default=FinCardsConfig.card_view, choices=cardview.VIEWS,
         help="what stages 2 and 3 see: the card, its summary only ('only summary'), or the chunk's text "
-        "cut to --raw-chars ('raw chunks (no card)') (default: %(default)s)",
+        "cut to --raw_chars ('raw chunks (no card)')",
     )
     cards.add_argument(
-        "--raw-chars", type=int, default=FinCardsConfig.raw_chars,
-        help="characters of each chunk shown with --card-view raw (default: %(default)s)",
+        *spellings("--raw_chars"), type=int, default=FinCardsConfig.raw_chars,
+        help="characters of each chunk shown with --card_view raw",
     )
     stage3 = parser.add_argument_group("stage 3 (the paper's Table 3)")
     stage3.add_argument(
         "--rounds", type=int, default=FinCardsConfig.max_rounds,
-        help="most bootstrap rounds; 1 is Table 3's single round (default: %(default)s)",
+        help="most bootstrap rounds; 1 is Table 3's single round",
     )
-    stage3.add_argument("--fixed-groups", action="store_true", help="keep the first round's groups (Table 3's fixed grouping)")
+    stage3.add_argument(*spellings("--fixed_groups"), action="store_true", help="keep the first round's groups (Table 3's fixed grouping)")
     stage3.add_argument(
         "--aggregation", default="borda", choices=[a.replace("_", "-") for a in tournament.AGGREGATIONS],
-        help="how rounds are combined: normalised Borda points, mean rank, or top-k votes (default: %(default)s)",
+        help="how rounds are combined: normalised Borda points, mean rank, or top-k votes",
     )
-    stage3.add_argument("--no-early-stop", action="store_true", help="always run --rounds rounds (no Jaccard stop)")
+    stage3.add_argument(*spellings("--no_early_stop"), action="store_true", help="always run --rounds rounds (no Jaccard stop)")
 
 
 def config_from_args(args: argparse.Namespace, max_tokens: int) -> FinCardsConfig:
@@ -311,7 +312,7 @@ def failure_line(run: RunResult, rows: Sequence[dict], max_attempts: int) -> str
         where = ", ".join(f"{s} {c.unparsed}" for s, c in run.stages.items() if c.unparsed)
         parts.append(
             f"{run.unparsed} answers stayed unparsable after {max_attempts} attempts ({where}); their fallbacks "
-            f"stood in and their queries count under 'fallbk'; a larger --max-attempts asks them again"
+            f"stood in and their queries count under 'fallbk'; a larger --max_attempts asks them again"
         )
     return f"{PROG}: " + "; ".join(parts)
 

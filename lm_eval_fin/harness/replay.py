@@ -75,6 +75,20 @@ def _samples(path: str) -> tuple[dict, ...]:
     return tuple(sorted(samples, key=lambda s: s.get("doc_id") if isinstance(s.get("doc_id"), int) else 0))
 
 
+def check_samples(path: str | Path) -> tuple[dict, ...]:
+    """The logged samples of one file, each checked to carry the settings its run had
+    (:class:`ReplayError` naming the file and document otherwise)."""
+    samples = _samples(str(path))
+    for sample in samples:
+        doc = sample["doc"]
+        if not isinstance(doc, dict) or not isinstance(doc.get("settings"), str):
+            raise ReplayError(
+                f"{path}: document {sample.get('doc_id')} carries no settings: "
+                "not a sample of an lm-eval-fin task (or logged by an older version)"
+            )
+    return samples
+
+
 def logged_documents(task: str) -> tuple[list[dict], RunSettings] | None:
     """The documents of ``task`` as they were logged (without their settings) and the settings
     to score them with (the logged ones, with the plan's judge); None unless this process
@@ -82,16 +96,8 @@ def logged_documents(task: str) -> tuple[list[dict], RunSettings] | None:
     current = plan()
     if current is None or task not in current.tasks:
         return None
-    samples = _samples(current.tasks[task])
-    docs = []
-    for sample in samples:
-        doc = sample["doc"]
-        if not isinstance(doc, dict) or not isinstance(doc.get("settings"), str):
-            raise ReplayError(
-                f"{current.tasks[task]}: document {sample.get('doc_id')} carries no settings: "
-                "not a sample of an lm-eval-fin task (or logged by an older version)"
-            )
-        docs.append({key: value for key, value in doc.items() if key != "settings"})
+    samples = check_samples(current.tasks[task])
+    docs = [{key: value for key, value in sample["doc"].items() if key != "settings"} for sample in samples]
     logged = RunSettings.from_json(samples[0]["doc"]["settings"])
     settings = dataclasses.replace(logged, judge=current.judge, judge_options=dict(current.judge_options))
     return docs, settings

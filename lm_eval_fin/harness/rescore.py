@@ -10,10 +10,13 @@ What it does:
 
 1. Finds the samples files (:func:`lm_eval_fin.runfiles.find_samples_files`: the given
    ``samples_<task>_<date>.jsonl`` file, or every such file under the given folder) and keeps
-   those of our tasks, grouped by run (their folder and lm-eval's run id).
+   those of our tasks, grouped by run (their folder and lm-eval's run id); the runs ``score``
+   wrote itself are left out where the folder holds others (they hold the same answers).
 2. Checks, before any model loads: the judge spec and options (``--judge none`` scores without
-   a judge), that the samples can be read, and ``--confirm_run_unsafe_code`` for tasks whose
-   scoring runs model code (as lm-eval asks of ``run``).
+   a judge), that the samples can be read and carry their run's settings,
+   ``--confirm_run_unsafe_code`` for tasks whose scoring runs model code (as lm-eval asks of
+   ``run``), and, as ``run`` does, that the judge's model or server and the judge cache can
+   be used.
 3. Replays each run through lm-eval (:mod:`lm_eval_fin.harness.replay`): the same filter stage,
    ``process_results`` and aggregations as a live run, on the logged documents and answers.
    lm-eval writes a normal results file and samples files (a new run id) into
@@ -68,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
     try:
         return _score(args, benchmarks)
-    except (ScoreError, runfiles.SamplesError) as exc:
+    except (ScoreError, runfiles.SamplesError, replay.ReplayError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exit_status.USAGE
 
@@ -88,6 +91,20 @@ def judge_of(args: argparse.Namespace) -> tuple[str | None, dict]:
     return spec, options
 
 
+def check_judge(spec: str) -> None:
+    """The judge's model or server and the judge cache, checked before lm-eval starts (as
+    ``run`` does): a judge that cannot work here is a usage error, never documents left
+    unjudged that a re-run cannot judge either."""
+    from lm_eval_fin.judge import parse_spec
+    from lm_eval_fin.judge.cache import JudgeCache
+    from lm_eval_fin.judge.preflight import judge_problem
+
+    problem = judge_problem(parse_spec(spec))
+    if problem is not None:
+        raise ScoreError(problem)
+    JudgeCache().check()  # JudgeCacheError: the command's own exit status
+
+
 def runs_to_score(path: Path, tasks: list[str] | None, benchmarks: Sequence[Benchmark]):
     """The samples files of our tasks under ``path``, by run."""
     files = runfiles.find_samples_files(path, tasks)
@@ -95,12 +112,25 @@ def runs_to_score(path: Path, tasks: list[str] | None, benchmarks: Sequence[Benc
     if not ours:
         found = ", ".join(sorted({f.task for f in files}))
         raise ScoreError(f"none of the tasks found ({found}) is an lm-eval-fin task")
+    # a run score wrote holds the answers of the run it scored: scoring both again would
+    # double the folder's runs at each re-run
+    ours = [f for f in ours if not written_by_score(f)] or ours
     for f in ours:
-        runfiles.read_samples(f.path)  # every file readable before anything starts
+        replay.check_samples(f.path)  # every file readable and ours before anything starts
     by_run: dict[tuple[Path, str], list[runfiles.SamplesFile]] = defaultdict(list)
     for f in ours:
         by_run[f.run_key].append(f)
     return by_run
+
+
+def written_by_score(samples: runfiles.SamplesFile) -> bool:
+    """Whether the samples file belongs to a run that ``score`` wrote (its model: ``fin-replay``)."""
+    results = samples.results_path
+    try:
+        config = json.loads(results.read_text(encoding="utf-8")).get("config") if results else None
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("model") == replay.MODEL_NAME
 
 
 def model_name(files: Sequence[runfiles.SamplesFile]) -> str:
@@ -124,6 +154,8 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
     unsafe = sorted({f.task for files in by_run.values() for f in files if taskfiles.task_config(f.task).get("unsafe_code")})
     if unsafe and not args.confirm_run_unsafe_code:
         raise ScoreError(f"scoring {', '.join(unsafe)} runs the model's code in the sandbox: pass --confirm_run_unsafe_code")
+    if spec is not None:
+        check_judge(spec)
     replay.register_model()
     failed = False
     for (folder, date), files in by_run.items():

@@ -1,16 +1,17 @@
-"""lm-eval output folders of ``--predict_only --log_samples`` runs, written by hand as lm-eval
-writes them, for the tests of ``lm-eval-fin score``: a results file whose only figure is
-lm-eval's ``bypass``, and a samples file whose documents are those the task's own loader gives
-(with the run's settings) and whose filtered responses are the records the filter stage keeps
-without scoring."""
+"""lm-eval output folders in the tests: written by hand as a ``--predict_only --log_samples`` run
+leaves them (for ``lm-eval-fin score``: a results file whose only figure is lm-eval's
+``bypass``, and a samples file whose documents are those the task's own loader gives, with the
+run's settings, and whose filtered responses are the records the filter stage keeps without
+scoring), and read back with checks every run of our tasks must pass (:func:`read_task_run`)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from lm_eval_fin import records
+from lm_eval_fin import records, runfiles
 from lm_eval_fin.benchmarks.fin_lfqa import task as lfqa
+from lm_eval_fin.harness import taskfiles
 from tests.finlfqa_fixtures import hub_record, hub_records, write_hub_fixture
 
 DATE = "2025-01-02T03-04-05.678901"
@@ -53,3 +54,33 @@ def write_predict_only_run(root: Path, task: str, docs: list[dict], answers: lis
     }
     (folder / f"results_{date}.json").write_text(json.dumps(results), encoding="utf-8")
     return path
+
+
+def strict_json(text: str):
+    """``text`` parsed as strict JSON: NaN and infinities are refused."""
+
+    def refuse(constant: str):
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def read_task_run(folder: Path, task: str, model: str | None = None) -> tuple[runfiles.Run, list[dict]]:
+    """The newest run of ``task`` under ``folder`` (by lm-eval's model, when given) and its
+    samples lines, read with :mod:`lm_eval_fin.runfiles`. Checked on the way: both files are
+    strict JSON; the results give every metric of the task's metric_list a number or null, and
+    so does every sample."""
+    runs, _ = runfiles.read_results_dirs([folder])
+    runs = [run for run in runs if task in run.tasks and (model is None or run.config.get("model") == model)]
+    assert runs, f"no run of {task} under {folder}"
+    run = runs[-1]
+    results = strict_json(run.source.read_text(encoding="utf-8"))["results"][task]
+    listed = taskfiles.metric_names(task)
+    for name in listed:
+        value = results[f"{name},none"]
+        assert value is None or isinstance(value, (int, float)), (name, value)
+    lines = [strict_json(line) for line in run.tasks[task].samples_path.read_text(encoding="utf-8").splitlines()]
+    for line in lines:
+        for name in listed:
+            assert line[name] is None or isinstance(line[name], (int, float)), (name, line[name])
+    return run, lines

@@ -17,7 +17,15 @@ from lm_eval_fin import cli, records, runfiles
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.harness import rescore, taskfiles
 from lm_eval_fin.harness.benchmark import benchmark_of
-from tests.logged_runs import DATE, MODEL, lfqa_documents, predict_only_sample, write_predict_only_run, write_samples
+from tests.logged_runs import (
+    DATE,
+    MODEL,
+    lfqa_documents,
+    predict_only_sample,
+    strict_json,
+    write_predict_only_run,
+    write_samples,
+)
 from tests.openai_server import ServerProcess
 
 BIN = Path(sys.executable).parent
@@ -36,13 +44,9 @@ def score(*argv):
     return rescore.main(args, all_benchmarks())
 
 
-def refuse_constant(name):
-    raise AssertionError(f"{name} is not JSON")
-
-
 def strict_samples(path):
     """Every line of a samples file, parsed as strict JSON (no NaN, no Infinity)."""
-    return [json.loads(line, parse_constant=refuse_constant) for line in path.read_text().splitlines()]
+    return [strict_json(line) for line in path.read_text().splitlines()]
 
 
 def scored_runs(root):
@@ -52,7 +56,7 @@ def scored_runs(root):
     assert all("a --predict_only run" in u.reason for u in unreadable), unreadable  # the logged run: no figure
     scored = [run for run in runs if run.config.get("model") == "fin-replay"]
     for run in scored:
-        json.loads(run.source.read_text(), parse_constant=refuse_constant)
+        strict_json(run.source.read_text())
     return scored
 
 

@@ -4,8 +4,9 @@
 once per logged run, with the model ``fin-replay`` and the run's tasks. Each task's loader
 takes its documents from the run's samples file instead of reading data (the documents as
 they were logged, so a transcript fitted to the model's context stays as it was), with the
-settings they were run with and the scoring judge; ``fin-replay`` answers each request with the
-logged answer of its document. The rest is a normal lm-eval run: the filter stage scores the
+settings they were run with and the scoring judge (the run's judge options, under those
+``score`` is given); ``fin-replay`` answers each request with the logged answer of its
+document. The rest is a normal lm-eval run: the filter stage scores the
 answers (:mod:`lm_eval_fin.harness.stage`), ``process_results`` gives the per-sample values,
 lm-eval aggregates them and writes ``results_<date>.json`` and ``samples_<task>_<date>.jsonl``
 (with a new date) beside the run's own files. One difference: the prompts of the scored
@@ -99,7 +100,10 @@ def logged_documents(task: str) -> tuple[list[dict], RunSettings] | None:
     samples = check_samples(current.tasks[task])
     docs = [{key: value for key, value in sample["doc"].items() if key != "settings"} for sample in samples]
     logged = RunSettings.from_json(samples[0]["doc"]["settings"])
-    settings = dataclasses.replace(logged, judge=current.judge, judge_options=dict(current.judge_options))
+    # the run's judge options (a judge_max_tokens in its metadata) stand where score names none:
+    # the same requests as the run's, so what its judge answered comes from the cache
+    options = {**logged.judge_options, **current.judge_options}
+    settings = dataclasses.replace(logged, judge=current.judge, judge_options=options)
     return docs, settings
 
 

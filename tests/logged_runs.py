@@ -6,7 +6,9 @@ scoring), and read back with checks every run of our tasks must pass (:func:`rea
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from pathlib import Path
 
 from lm_eval_fin import records, runfiles
@@ -15,6 +17,8 @@ from lm_eval_fin.harness import taskfiles
 from tests.finlfqa_fixtures import hub_record, hub_records, write_hub_fixture
 
 DATE = "2025-01-02T03-04-05.678901"
+# what fin_ems logs of each judged pass: its rounds and the judge's usage
+EMS_ROUNDS_LOG = re.compile(r"fin_ems: (\d+) judge rounds; judge usage (\{.*?\})")
 MODEL = "my/model"  # lm-eval's folder for it: my__model
 
 
@@ -84,3 +88,8 @@ def read_task_run(folder: Path, task: str, model: str | None = None) -> tuple[ru
         for name in listed:
             assert line[name] is None or isinstance(line[name], (int, float)), (name, line[name])
     return run, lines
+
+
+def ems_judge_usage(output: str) -> list[tuple[int, dict]]:
+    """(rounds, the judge's usage) of every judged fin_ems pass a run logged, in order."""
+    return [(int(rounds), ast.literal_eval(usage)) for rounds, usage in EMS_ROUNDS_LOG.findall(output)]

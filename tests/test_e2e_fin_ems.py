@@ -6,10 +6,8 @@ prints every column of the EMS paper's Table 1 in at most four judge rounds; the
 every verdict from the cache. The later runs reuse the first's generations through lm-eval's
 response cache. Per-answer details are read from each sample's scored-answer record."""
 
-import ast
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -20,15 +18,13 @@ from lm_eval_fin import paths, records
 from lm_eval_fin.benchmarks.fin_ems.prompt import TRUNCATION_MARK
 from lm_eval_fin.harness import taskfiles
 from tests.ems_scripted_judge import ScriptedJudgeServer
-from tests.logged_runs import read_task_run
+from tests.logged_runs import ems_judge_usage, read_task_run
 
 BIN = Path(sys.executable).parent
 MAX_LENGTH, MAX_GEN_TOKS = 480, 16  # small enough that the demo transcripts must be cut
 EMS = [f"ems_{scorer}_{part}" for scorer in ("llm", "rouge", "bertscore") for part in ("precision", "recall", "f1")]
 OFFLINE = [f"ems_offline_{scorer}_{part}" for scorer in ("rouge", "bertscore") for part in ("precision", "recall", "f1")]
 CLAIMS = ["ragchecker_precision", "ragchecker_recall", "ragchecker_f1"]
-# what fin_ems logs of each judged pass: its rounds and the judge's usage
-ROUNDS_LOG = re.compile(r"fin_ems: (\d+) judge rounds; judge usage (\{.*?\})")
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +81,8 @@ def figures(run):
 
 def judge_usage(output):
     """(rounds, the judge's usage) fin_ems logged of its one judged pass."""
-    ((rounds, usage),) = ROUNDS_LOG.findall(output)
-    return int(rounds), ast.literal_eval(usage)
+    (usage,) = ems_judge_usage(output)
+    return usage
 
 
 @pytest.fixture(scope="module")

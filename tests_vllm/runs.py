@@ -10,7 +10,6 @@ They are listed in the order they start: the longest first, then the generations
 from __future__ import annotations
 
 import json
-import math
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -85,15 +84,15 @@ def in_unit_range(results: dict, *metrics: str) -> None:
 
 
 def check_judged_ems(results: dict, scorers=("llm", "rouge", "bertscore")) -> float:
-    """The EMS figures of a judged fin_ems run: in range over the documents the judge scored,
-    NaN when it scored none (a judge failure is never a score); returns the share of
-    documents left unjudged."""
+    """The EMS figures of a judged fin_ems run (lm-eval's results entry): in range over the
+    documents the judge scored, null when it scored none (a judge failure is never a score);
+    returns the share of documents left unjudged."""
     unjudged = results["judge_failure,none"] + results["judge_parse_failure,none"]
     assert 0.0 <= unjudged <= 1.0
     for scorer in scorers:
         for part in ("precision", "recall", "f1"):
             value = results[f"ems_{scorer}_{part},none"]
-            assert math.isnan(value) if unjudged == 1.0 else 0.0 <= value <= 1.0, (scorer, part, value)
+            assert value is None if unjudged == 1.0 else 0.0 <= value <= 1.0, (scorer, part, value)
     return unjudged
 
 

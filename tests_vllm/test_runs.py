@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 
+from tests.logged_runs import ems_judge_usage
 from tests_vllm import figures
 from tests_vllm.runs import check_judged_ems, in_unit_range, results_of
 
@@ -32,7 +33,8 @@ def test_fin_ems_offline(runs):
     results = results_of(runs.output("ems_offline"), "fin_ems")
     in_unit_range(results, "bleu", "bertscore_f1", "rouge_l_f1", *(
         f"ems_offline_{scorer}_{part}" for scorer in ("rouge", "bertscore") for part in ("precision", "recall", "f1")))
-    assert not any(key.startswith(("ems_llm", "ems_judge")) for key in results)
+    unjudged = [key for key in results if key.startswith(("ems_llm", "judge_")) and "_stderr" not in key]
+    assert unjudged and all(results[key] is None for key in unjudged)  # listed, and null: nothing was judged
     assert "Initializing a V1 LLM engine" in run.output  # the answers came from vLLM
     assert "vLLM judge" not in run.stderr  # no judge, no judge engine
 
@@ -47,7 +49,8 @@ def test_fin_ems_judged_in_harness_holds_one_engine_at_a_time(runs):
     figures.record("run ems_judged: documents left unjudged", f"{unjudged:.2f}")
     # documents the judge left unjudged make the command fail, after lm-eval wrote its results
     assert run.returncode == (1 if unjudged else 0), run.stderr[-3000:]
-    assert results["ems_judge_model_calls,none"] > 0 and results["ems_judge_completion_tokens,none"] > 0
+    ((_, usage),) = ems_judge_usage(run.stderr)
+    assert usage["model_calls"] > 0 and usage["completion_tokens"] > 0
     # the judge engine starts once, after the model under test's engine was shut down, and is
     # released before the process ends
     log = run.stderr

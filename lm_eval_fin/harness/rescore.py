@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lm_eval_fin import exit_status, runfiles
-from lm_eval_fin.harness import replay, run, taskfiles
+from lm_eval_fin.harness import replay, run, stage, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.harness.settings import NO_JUDGE
 
@@ -158,19 +158,22 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
         check_judge(spec)
     replay.register_model()
     failed = False
-    for (folder, date), files in by_run.items():
-        with tempfile.TemporaryDirectory(prefix="lm-eval-fin-score-") as scratch:
-            plan_path = Path(scratch) / "replay.json"
-            replay.Plan({f.task: str(f.path) for f in files}, spec, options).write(plan_path)
-            output = args.output_path or folder.parent
-            argv = [
-                "--model", replay.MODEL_NAME, "--model_args", f"pretrained={model_name(files)}",
-                "--tasks", ",".join(f.task for f in files), "--output_path", str(output), "--log_samples",
-                *(["--confirm_run_unsafe_code"] if unsafe else []),
-            ]
-            print(f"{PROG}: scoring {', '.join(f.task for f in files)} of run {date or folder} with judge {spec}",
-                  file=sys.stderr)
-            failures = run.call_lm_eval(argv, {replay.REPLAY_ENV: str(plan_path)})
-        run.report_failures(PROG, failures)
-        failed = failed or bool(failures)
+    try:
+        for (folder, date), files in by_run.items():
+            with tempfile.TemporaryDirectory(prefix="lm-eval-fin-score-") as scratch:
+                plan_path = Path(scratch) / "replay.json"
+                replay.Plan({f.task: str(f.path) for f in files}, spec, options).write(plan_path)
+                output = args.output_path or folder.parent
+                argv = [
+                    "--model", replay.MODEL_NAME, "--model_args", f"pretrained={model_name(files)}",
+                    "--tasks", ",".join(f.task for f in files), "--output_path", str(output), "--log_samples",
+                    *(["--confirm_run_unsafe_code"] if unsafe else []),
+                ]
+                print(f"{PROG}: scoring {', '.join(f.task for f in files)} of run {date or folder} with judge {spec}",
+                      file=sys.stderr)
+                failures = run.call_lm_eval(argv, {replay.REPLAY_ENV: str(plan_path)})
+            run.report_failures(PROG, failures)
+            failed = failed or bool(failures)
+    finally:
+        stage.close_judges()  # one judge for every run scored, its engine freed when the command ends
     return exit_status.INCOMPLETE if failed else exit_status.OK

@@ -60,25 +60,38 @@ def scored_runs(root):
     return scored
 
 
-def test_score_replays_logged_answers_through_lm_eval_and_a_warm_rerun_calls_no_model(tmp_path, judge_cache):
+def asked(server, marker):
+    """How many requests the judge server received for the answer that holds ``marker``."""
+    return sum(count for message, count in server.stats()["seen"].items() if marker in message)
+
+
+def test_score_replays_logged_answers_through_lm_eval_and_a_warm_rerun_calls_the_model_for_nothing_answered(
+    tmp_path, judge_cache
+):
     """The console script on a --predict_only folder: lm-eval's own results and samples files
-    beside the run's, every metric per sample, the unreadable verdict null and counted."""
-    docs = lfqa_documents(tmp_path)
-    write_predict_only_run(tmp_path / "out", "fin_lfqa", docs, [GOOD, UNREADABLE])
+    beside the run's, every metric per sample; the unreadable verdict and the failed request
+    null and counted, exit status 1; run again, only the failed request is sent."""
+    docs = lfqa_documents(tmp_path, 3)
+    write_predict_only_run(tmp_path / "out", "fin_lfqa", docs, [GOOD, UNREADABLE, FAILING])
+    fast = ["--judge-max-retries", "1", "--judge-backoff", "0", "--judge-timeout", "5", "--confirm_run_unsafe_code"]
     with ServerProcess(reply=VERDICT) as server:
         judge = f"openai:{server.base_url}#m"
-        argv = [BIN / "lm-eval-fin", "score", tmp_path / "out", "--judge", judge, "--judge-backoff", "0",
-                "--confirm_run_unsafe_code"]
+        argv = [BIN / "lm-eval-fin", "score", tmp_path / "out", "--judge", judge, *fast]
         first = subprocess.run(argv, capture_output=True, text=True, cwd=tmp_path, timeout=600)
-        calls = server.stats()["calls"]
+        # one ask of the good answer; three of the unreadable one (max_attempts); the failing
+        # request and its one retry (a failure is not asked again: it is no answer)
+        assert [asked(server, m) for m in ("rose 25% to", "[[reply:", "[[status:500]]")] == [1, 3, 2]
         warm = subprocess.run([*argv, "--judge-retry-unparsable", "no"], capture_output=True, text=True, cwd=tmp_path,
                               timeout=600)
-        assert server.stats()["calls"] == calls  # every verdict from the cache
-    assert calls == 1 + 3  # the unreadable verdict was asked three times (max_attempts)
+        # every answer the judge gave from the cache; only the failed request is sent again
+        assert [asked(server, m) for m in ("rose 25% to", "[[reply:", "[[status:500]]")] == [1, 3, 4]
     for done in (first, warm):
         assert done.returncode == 1, done.stderr[-3000:]
         errors = [line for line in done.stderr.splitlines() if line.startswith("lm-eval-fin score: error:")]
-        assert len(errors) == 1 and "fin_lfqa: the judge failed on 0 and answered unreadably on 1 of 2" in errors[0]
+        assert len(errors) == 1, done.stderr[-3000:]
+        assert "fin_lfqa: the judge failed on 1 and answered unreadably on 1 of 3 documents (first error: HTTP 500" in (
+            errors[0])
+        assert "resume from the judge cache" in errors[0]
         assert "|judge_score" in done.stdout.replace(" ", "")  # lm-eval's table
 
     folder = tmp_path / "out" / MODEL.replace("/", "__")
@@ -93,52 +106,27 @@ def test_score_replays_logged_answers_through_lm_eval_and_a_warm_rerun_calls_no_
     assert first_run.model_args == {"pretrained": MODEL}
     figures = {name: metric.value for name, metric in first_run.tasks["fin_lfqa"].metrics.items()}
     assert (figures["judge_score"], figures["judge_accuracy"]) == (12.0, 4.0)  # the readable verdict alone
-    assert (figures["judge_parse_failure"], figures["judge_failure"], figures["judge_skipped"]) == (0.5, 0.0, 0.0)
+    assert (figures["judge_parse_failure"], figures["judge_failure"], figures["judge_skipped"]) == (1 / 3, 1 / 3, 0.0)
     assert {name: m.value for name, m in warm_run.tasks["fin_lfqa"].metrics.items()} == figures
 
     lines = strict_samples(first_run.tasks["fin_lfqa"].samples_path)
     assert [line["doc"]["id"] for line in lines] == [doc["id"] for doc in docs]
-    assert [line["resps"][0][0] for line in lines] == [GOOD, UNREADABLE]  # the logged answers
+    assert [line["resps"][0][0] for line in lines] == [GOOD, UNREADABLE, FAILING]  # the logged answers
     listed = taskfiles.metric_names("fin_lfqa")
     assert all(set(listed) <= set(line) for line in lines)  # every metric, a number or null
-    good, unreadable = lines
+    good, unreadable, failed = lines
     assert (good["numeric_precision"], good["numeric_recall"], good["evidence_recall"]) == (1.0, 0.5, 0.5)
     assert [good[name] for name in JUDGE_METRICS] == [12.0, 4.0, 3.0, 5.0]
-    assert [unreadable[name] for name in JUDGE_METRICS] == [None] * 4
+    assert [unreadable[name] for name in JUDGE_METRICS] == [failed[name] for name in JUDGE_METRICS] == [None] * 4
     assert (unreadable["judge_parse_failure"], unreadable["judge_failure"]) == (1.0, 0.0)
+    assert (failed["judge_parse_failure"], failed["judge_failure"]) == (0.0, 1.0)
     good_judge = records.decode(good["filtered_resps"])["judge"]
     assert good_judge["spec"] == judge and good_judge["scores"] == json.loads(VERDICT)
     unreadable_judge = records.decode(unreadable["filtered_resps"])["judge"]
     assert (unreadable_judge["reply"], unreadable_judge["scores"], unreadable_judge["error"]) == (
         "I would give it a four.", None, None)
-
-
-def test_a_failing_judge_leaves_values_null_counts_them_and_a_rerun_sends_only_what_failed(
-    tmp_path, judge_cache, capsys
-):
-    docs = lfqa_documents(tmp_path)
-    path = write_predict_only_run(tmp_path / "out", "fin_lfqa", docs, [GOOD, FAILING])
-    fast = ["--judge-max-retries", "1", "--judge-backoff", "0", "--judge-timeout", "5", "--confirm_run_unsafe_code"]
-    with ServerProcess(reply=VERDICT) as server:
-        judge = f"openai:{server.base_url}#m"
-        assert score(path, "--judge", judge, *fast) == 1
-        assert server.stats()["calls"] == 1 + 2  # the failing request and its one retry
-        err = capsys.readouterr().err
-        assert "fin_lfqa: the judge failed on 1 and answered unreadably on 0 of 2 documents (first error: HTTP 500" in err
-        assert "resume from the judge cache" in err
-        (scored,) = scored_runs(tmp_path / "out")
-        figures = scored.tasks["fin_lfqa"].metrics
-        assert (figures["judge_score"].value, figures["judge_failure"].value) == (12.0, 0.5)
-        assert figures["judge_parse_failure"].value == 0.0
-        good, failed = strict_samples(scored.tasks["fin_lfqa"].samples_path)
-        assert good["judge_score"] == 12.0 and good["judge_failure"] == 0.0
-        assert [failed[name] for name in JUDGE_METRICS] == [None] * 4
-        assert (failed["judge_failure"], failed["judge_parse_failure"]) == (1.0, 0.0)
-        assert records.decode(failed["filtered_resps"])["judge"]["error"].startswith("HTTP 500")
-
-        # the answered verdict comes from the cache; only the failed request is sent again
-        assert score(path, "--judge", judge, *fast) == 1
-        assert server.stats()["calls"] == 3 + 2
+    failed_judge = records.decode(failed["filtered_resps"])["judge"]
+    assert failed_judge["error"].startswith("HTTP 500") and failed_judge["scores"] is None
 
 
 def test_without_a_judge_the_replay_runs_the_sandbox_once_allowed(tmp_path, capsys):

@@ -1,5 +1,6 @@
 """The console script, task discovery through lm-eval's own CLI, and what the wheel ships."""
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import paths
-from lm_eval_fin.harness import demo, outputs, run
+from lm_eval_fin.benchmarks import all_benchmarks
+from lm_eval_fin.harness import demo, run
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
@@ -28,7 +30,7 @@ def test_tasks_dir_subcommand_prints_the_task_folder(tmp_path):
 
 def test_lm_eval_lists_every_fin_task(tmp_path):
     out = subprocess.run(
-        [BIN / "lm_eval", "ls", "tasks", "--include_path", str(paths.tasks_dir())],
+        [sys.executable, "-m", "lm_eval", "ls", "tasks", "--include_path", str(paths.tasks_dir())],
         capture_output=True, text=True, cwd=tmp_path, check=True,
     )
     for task in FIN_TASKS:
@@ -143,26 +145,10 @@ def test_wheel_ships_tasks_metrics_and_data(tmp_path):
         assert expected in names
 
 
-def test_details_go_next_to_lm_evals_output(tmp_path, monkeypatch):
-    environ = {}
-    argv = ["--model", "hf", "--output_path", str(tmp_path / "out"), "--log_samples"]
-    folder = outputs.set_details_dir_from_argv(argv, environ)
-    assert folder == tmp_path / "out" / "ems_details" and environ[outputs.DETAILS_ENV] == str(folder)
-    environ = {}
-    outputs.set_details_dir_from_argv(["-o", str(tmp_path / "res.json")], environ)
-    assert environ[outputs.DETAILS_ENV] == str(tmp_path / "ems_details")  # lm-eval writes beside the file
-    environ = {}
-    outputs.set_details_dir_from_argv([f"--output_path={tmp_path / 'o2'}"], environ)
-    assert environ[outputs.DETAILS_ENV] == str(tmp_path / "o2" / "ems_details")
-    environ = {outputs.DETAILS_ENV: str(tmp_path / "mine")}  # a folder the user chose wins
-    assert outputs.set_details_dir_from_argv(["-o", str(tmp_path / "out")], environ) == tmp_path / "mine"
-    assert outputs.set_details_dir_from_argv(["--tasks", "fin_ems"], {}) is None
-    monkeypatch.chdir(tmp_path)
-    assert outputs.details_dir_for_output("rel") == tmp_path / "rel" / "ems_details"
-
-
 def test_demo_runs_each_benchmark_on_its_own_shipped_sample_offline():
-    runs = demo.demo_runs("out", 2)
+    """Each Benchmark's demo: its metadata (paths resolved when the demo starts) and arguments."""
+    benchmarks = all_benchmarks()
+    runs = demo.demo_runs("out", 2, benchmarks)
     assert list(runs) == ["fin_agentbench", "fin_ems", "fin_lfqa"]
     for benchmark, argv in runs.items():
         assert argv[argv.index("--tasks") + 1] == benchmark
@@ -172,6 +158,14 @@ def test_demo_runs_each_benchmark_on_its_own_shipped_sample_offline():
         assert argv[argv.index("--limit") + 1] == "2" and "--log_samples" in argv
         assert argv[argv.index("--output_path") + 1] == str(Path("out") / benchmark)
     assert "--confirm_run_unsafe_code" in runs["fin_lfqa"]
+    # the answer budget the transcripts leave room for is the one the model is given
+    ems = runs["fin_ems"]
+    budget = json.loads(ems[ems.index("--metadata") + 1])["max_gen_toks"]
+    assert ems[ems.index("--gen_kwargs") + 1] == f"max_gen_toks={budget}"
+    # a benchmark without a demo has no run
+    without = [b for b in benchmarks if b.name != "fin_ems"] + [dataclasses.replace(
+        next(b for b in benchmarks if b.name == "fin_ems"), demo=None)]
+    assert "fin_ems" not in demo.demo_runs("out", None, without)
 
 
 def test_demo_summary_names_what_ran_and_where(tmp_path):
@@ -179,7 +173,7 @@ def test_demo_summary_names_what_ran_and_where(tmp_path):
     folder.mkdir(parents=True)
     results = {"results": {"fin_agentbench_chunk": {"ndcg@10,none": 0.25, "parse_failure,none": 0.5}}}
     (folder / "results_2026-01-01T00-00-00.json").write_text(json.dumps(results))
-    text = demo.summary(tmp_path, {"fin_agentbench": 42.0})
+    text = demo.summary(tmp_path, {"fin_agentbench": 42.0}, all_benchmarks())
     assert f"fin_agentbench: 42 s, results and samples in {tmp_path / 'fin_agentbench'}" in text
     assert "fin_agentbench_chunk: ndcg@10 0.250, parse_failure 0.500" in text
     assert "note: a 135M model seldom writes an index list" in text

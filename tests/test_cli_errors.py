@@ -13,10 +13,8 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import exit_status, hub, paths, textsim
-from lm_eval_fin.benchmarks.fin_lfqa import data as finlfqa_data
-from tests.finlfqa_fixtures import hub_records
+from tests.logged_runs import lfqa_documents, write_predict_only_run
 from tests.openai_server import ServerProcess
-from tests.test_judge_scoring import lm_eval_sample, write_samples
 
 BIN = Path(sys.executable).parent
 # a folder that exists but holds no model: the model check lets it through, and lm-eval would
@@ -40,9 +38,9 @@ def one_line_error(done, status: int, message: str) -> None:
 
 @pytest.fixture
 def lfqa_samples(tmp_path):
-    docs = [finlfqa_data.to_document(record, position) for position, record in enumerate(hub_records())]
+    """A --predict_only run's samples file of fin_lfqa (two documents)."""
     answer = "1. CWT's net interest expense rose 25% to $125 million.\nEvidence: CWT [1]"
-    return write_samples(tmp_path / "run", "fin_lfqa", [lm_eval_sample(i, doc, answer) for i, doc in enumerate(docs)])
+    return write_predict_only_run(tmp_path / "run", "fin_lfqa", lfqa_documents(tmp_path), [answer, answer])
 
 
 # ------------------------------------------------------------------ judges that cannot work
@@ -58,19 +56,25 @@ def test_a_bad_judge_spec_is_one_line_on_every_subcommand(tmp_path, command):
     one_line_error(done, exit_status.USAGE, "bad judge spec 'gpt-4o'")
 
 
+# `score` checks its judge as `run` does, before lm-eval starts: no replay, no request, and no
+# documents left unjudged that running it again could not judge either
+
+
 def test_score_with_an_unloadable_hf_judge_is_one_line(tmp_path, lfqa_samples, judge_cache):
-    done = lm_eval_fin("score", lfqa_samples, "--judge", f"hf:{tmp_path / 'no-such-model'}", cwd=tmp_path)
-    one_line_error(done, exit_status.USAGE, "cannot load the model")
+    done = lm_eval_fin("score", lfqa_samples, "--judge", f"hf:{tmp_path / 'no-such-model'}",
+                       "--confirm_run_unsafe_code", cwd=tmp_path)
+    one_line_error(done, exit_status.USAGE, "no model folder")
     assert "again" not in done.stderr  # running it again cannot help
+    assert len(list(tmp_path.rglob("results_*.json"))) == 1  # the logged run's: lm-eval never started
 
 
 def test_score_with_a_model_the_server_does_not_serve_says_what_it_serves(tmp_path, lfqa_samples, judge_cache):
     with ServerProcess(reply="{}", models=["judge-a", "judge-b"]) as server:
-        done = lm_eval_fin("score", lfqa_samples, "--judge", f"openai:{server.base_url}#gpt-4o", cwd=tmp_path)
+        done = lm_eval_fin("score", lfqa_samples, "--judge", f"openai:{server.base_url}#gpt-4o",
+                           "--confirm_run_unsafe_code", cwd=tmp_path)
         calls = server.stats()["calls"]
-    one_line_error(done, exit_status.USAGE, "judge-a")
-    assert "gpt-4o" in done.stderr and "again" not in done.stderr
-    assert calls <= len(hub_records())  # what was in flight; a 404 is never retried
+    one_line_error(done, exit_status.USAGE, "the server has no model 'gpt-4o'; it serves judge-a, judge-b")
+    assert "again" not in done.stderr and calls == 0
 
 
 def test_an_unusable_judge_cache_has_its_own_status(tmp_path, lfqa_samples):
@@ -78,7 +82,9 @@ def test_an_unusable_judge_cache_has_its_own_status(tmp_path, lfqa_samples):
     cache.write_bytes(b"this is not a database" * 100)
     env = {**os.environ, "LM_EVAL_FIN_CACHE": str(cache)}
     with ServerProcess(reply="{}") as server:
-        done = lm_eval_fin("score", lfqa_samples, "--judge", f"openai:{server.base_url}#m", cwd=tmp_path, env=env)
+        done = lm_eval_fin("score", lfqa_samples, "--judge", f"openai:{server.base_url}#m",
+                           "--confirm_run_unsafe_code", cwd=tmp_path, env=env)
+        assert server.stats()["calls"] == 0
     one_line_error(done, exit_status.JUDGE_CACHE, str(cache))
     with pytest.raises(sqlite3.DatabaseError):  # the file is left as it was, for the user to look at
         sqlite3.connect(cache).execute("select * from sqlite_master").fetchall()

@@ -1,14 +1,13 @@
-"""The real lm_eval CLI, in a subprocess, on a challenge-format fixture with the embedded model."""
+"""The real lm_eval CLI, in a subprocess, on a challenge-format fixture with the embedded model:
+every listed metric per sample, each ranking as read in its sample's record."""
 
 import json
 import subprocess
 import sys
-from pathlib import Path
 
-from lm_eval_fin import paths
+from lm_eval_fin import paths, records, runfiles
 from tests.finagentbench_fixtures import chunk_prompt, document_record, write_jsonl
-
-BIN = Path(sys.executable).parent
+from tests.logged_runs import read_task_run, strict_json
 
 
 def test_lm_eval_runs_fin_agentbench_on_a_fixture(tmp_path, embedded_model_dir):
@@ -30,7 +29,7 @@ def test_lm_eval_runs_fin_agentbench_on_a_fixture(tmp_path, embedded_model_dir):
     out = tmp_path / "out"
     run = subprocess.run(
         [
-            BIN / "lm_eval", "run",
+            sys.executable, "-m", "lm_eval", "run",
             "--include_path", str(paths.tasks_dir()),
             "--model", "hf",
             "--model_args", f"pretrained={embedded_model_dir},dtype=float32",
@@ -45,13 +44,21 @@ def test_lm_eval_runs_fin_agentbench_on_a_fixture(tmp_path, embedded_model_dir):
         capture_output=True, text=True, cwd=tmp_path, timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
-    results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
-    for task in ("fin_agentbench_doc", "fin_agentbench_chunk"):
+    for task, count in (("fin_agentbench_doc", 2), ("fin_agentbench_chunk", 1)):
+        run_, lines = read_task_run(out, task)
+        values = {name: metric.value for name, metric in run_.tasks[task].metrics.items()}
         for metric in (*(f"{m}@{k}" for m in ("ndcg", "map", "map_hits", "mrr") for k in (5, 10)), "parse_failure"):
-            value = results[task][f"{metric},none"]
-            assert 0.0 <= value <= 1.0, (task, metric, value)
+            assert 0.0 <= values[metric] <= 1.0, (task, metric, values[metric])
+        assert len(lines) == count
+        for line, sample in zip(lines, run_.tasks[task].samples):
+            ranking = records.decode(line["filtered_resps"])["ranking"]
+            assert (ranking is None) == (line["parse_failure"] == 1.0)
+            assert ranking is None or set(ranking) <= set(line["doc"]["candidates"])
+            assert sample.record["ranking"] == ranking and sample.answer == records.decode(line["filtered_resps"])["answer"]
+            assert line["degenerate_answer"] == float(bool(records.decode(line["filtered_resps"])["degenerate"]))
     # the model's context (8192 tokens) holds the fixture's prompts: nothing is cut
+    (results_path,) = out.rglob("results_*.json")
+    results = strict_json(results_path.read_text())["results"]
     assert results["fin_agentbench_chunk"]["truncated_documents,none"] == 0.0
     assert 0.0 <= results["fin_agentbench"]["parse_failure,none"] <= 1.0
-    samples = list(out.rglob("samples_fin_agentbench_doc_*.jsonl"))
-    assert len(samples[0].read_text().splitlines()) == 2
+    assert runfiles.read_results_dirs([out])[1] == []

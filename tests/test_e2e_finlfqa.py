@@ -1,23 +1,26 @@
 """The real lm_eval CLI (through `lm-eval-fin run`), in a subprocess, on a two-example fixture
 in the hub schema, with the embedded model as the model under test and as the judge; then the
-logged samples re-scored in-process from the judge's cache."""
+logged answers scored again by `lm-eval-fin score`, every verdict from the judge's cache.
+Per-answer details (the judge's reply, the steps of the multi-step settings) are read from each
+sample's scored-answer record."""
 
 import json
-import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
-from lm_eval_fin.benchmarks.fin_lfqa import task
+from lm_eval_fin import records
 from lm_eval_fin.harness import taskfiles
-from lm_eval_fin.judge import JudgeOptions, load_judge
 from lm_eval_fin.textsim import offline_bertscore_model
 from tests.finlfqa_fixtures import write_hub_fixture
+from tests.logged_runs import read_task_run
 from tests.openai_server import ServerProcess
 
 BIN = Path(sys.executable).parent
-METRICS = tuple(taskfiles.higher_is_better("fin_lfqa"))
+METRICS = taskfiles.metric_names("fin_lfqa")
+JUDGE_BATCH = re.compile(r"FinLFQA judge \[hf:[^\]]*\]: (\d+) requests, (\d+) cache hits, (\d+) model calls")
 
 
 def test_lm_eval_runs_fin_lfqa_on_a_hub_schema_fixture(tmp_path, embedded_model_dir, embedded_judge_spec, judge_cache):
@@ -47,34 +50,48 @@ def test_lm_eval_runs_fin_lfqa_on_a_hub_schema_fixture(tmp_path, embedded_model_
         ],
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=1800,  # a shared 2-core machine
     )
-    results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]["fin_lfqa"]
+    run_, lines = read_task_run(out, "fin_lfqa")
+    results = {name: metric.value for name, metric in run_.tasks["fin_lfqa"].metrics.items()}
     # a reply the 135M judge left unreadable is no score, and the run says so in its exit status
-    unreadable = results["judge_parse_failure,none"] > 0
+    unreadable = results["judge_parse_failure"] > 0
     assert run.returncode == (1 if unreadable else 0), run.stderr[-4000:]
     assert ("answered unreadably" in run.stderr) is unreadable
-    for metric in METRICS:
-        assert f"{metric},none" in results, metric
-    for metric in ("numeric_f1", "evidence_f1", "knowledge_recall", "rouge_l", "code_exec_rate",
-                   "bertscore_f1", "parse_failure", "judge_parse_failure"):
-        assert 0.0 <= results[f"{metric},none"] <= 1.0, metric
+    assert set(METRICS) <= set(results)
+    for metric in ("numeric_f1", "evidence_f1", "knowledge_recall", "rouge_l", "bertscore_f1", "parse_failure",
+                   "judge_parse_failure"):
+        assert 0.0 <= results[metric] <= 1.0, metric
+    # 32 tokens seldom hold a code block: the rate is over the answers that have one, else null
+    assert results["code_exec_rate"] is None or 0.0 <= results["code_exec_rate"] <= 1.0
     # the second example's reference cites no knowledge: left out of knowledge_recall, counted
-    assert results["knowledge_skipped,none"] == 1.0
+    assert results["knowledge_skipped"] == 1.0 and [line["knowledge_recall"] is None for line in lines] == [False, True]
     # the fixture cites index 0: 0-based, detected from the data and reported
-    assert results["index_base,none"] == 0.0
-    assert results["judge_skipped,none"] == 0.0
-    judge_score = results["judge_score,none"]
-    assert math.isnan(judge_score) or 3.0 <= judge_score <= 15.0
-    assert "FinLFQA judge [hf:" in run.stderr  # the batch summary
+    assert results["index_base"] == 0.0
+    assert results["judge_skipped"] == 0.0
+    assert results["judge_score"] is None or 3.0 <= results["judge_score"] <= 15.0
+    for line in lines:  # each answer's verdict, or why there is none, in its record
+        verdict = records.decode(line["filtered_resps"])["judge"]
+        assert verdict["spec"] == embedded_judge_spec and verdict["error"] is None
+        assert (verdict["scores"] is None) == (line["judge_score"] is None) == (line["judge_parse_failure"] == 1.0)
+        if verdict["scores"] is not None:
+            assert line["judge_score"] == sum(verdict["scores"].values())
+    ((requests, _, calls),) = JUDGE_BATCH.findall(run.stderr)[:1]
+    assert int(requests) == 2 and int(calls) > 0  # the batch summary
 
-    # Re-scoring the logged samples reads every judge answer from the cache the run filled.
-    samples = [json.loads(line) for line in next(out.rglob("samples_fin_lfqa_*.jsonl")).read_text().splitlines()]
-    assert len(samples) == 2
-    judge = load_judge(embedded_judge_spec, JudgeOptions(retry_unparsable=False))
-    metrics, details = task.rescore(samples, judge)
-    assert judge.stats.model_calls == 0 and judge.stats.cache_hits >= 2
-    assert len(details) == 2
-    for name in ("judge_score", "judge_parse_failure"):
-        assert metrics[name] == results[f"{name},none"] or (math.isnan(metrics[name]) and math.isnan(results[f"{name},none"]))
+    # `score` replays the logged answers: every judge answer from the cache the run filled, the
+    # model never loaded, the same values, and the same exit status
+    score = subprocess.run(
+        [BIN / "lm-eval-fin", "score", out, "--judge", embedded_judge_spec, "--judge-retry-unparsable", "no",
+         "--confirm_run_unsafe_code"],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=1800,
+    )
+    assert score.returncode == run.returncode, score.stderr[-4000:]
+    assert all(int(calls) == 0 for _, _, calls in JUDGE_BATCH.findall(score.stderr))
+    assert JUDGE_BATCH.findall(score.stderr)[0][1] == "2"  # both first asks from the cache
+    scored, scored_lines = read_task_run(out, "fin_lfqa", model="fin-replay")
+    assert scored.date != run_.date
+    for line, scored_line in zip(lines, scored_lines):
+        assert scored_line["resps"] == line["resps"]
+        assert {name: scored_line[name] for name in METRICS} == {name: line[name] for name in METRICS}
 
 
 def test_run_hands_its_judge_flags_to_the_harness(tmp_path, judge_cache):
@@ -91,7 +108,7 @@ def test_run_hands_its_judge_flags_to_the_harness(tmp_path, judge_cache):
                 "--judge", f"openai:{server.base_url}#judge-model", "--judge_seed", "5",
                 "--confirm_run_unsafe_code",
                 "--metadata", json.dumps({"data_path": str(data), "bertscore_model": "offline"}),
-                "--output_path", str(tmp_path / "out"),
+                "--output_path", str(tmp_path / "out"), "--log_samples",
             ],
             capture_output=True, text=True, cwd=tmp_path, env=env, timeout=600,
         )
@@ -99,9 +116,11 @@ def test_run_hands_its_judge_flags_to_the_harness(tmp_path, judge_cache):
         stats = server.stats()
     assert stats["calls"] == 2
     assert {(body["model"], body["seed"]) for body in stats["bodies"]} == {("judge-model", 5)}
-    results = json.loads(next((tmp_path / "out").rglob("results_*.json")).read_text())["results"]["fin_lfqa"]
-    assert results["judge_score,none"] == 4.0
-    assert (results["judge_failure,none"], results["judge_skipped,none"]) == (0.0, 0.0)
+    run_, lines = read_task_run(tmp_path / "out", "fin_lfqa")
+    results = run_.tasks["fin_lfqa"].metrics
+    assert results["judge_score"].value == 4.0 and [line["judge_score"] for line in lines] == [4.0, 4.0]
+    assert (results["judge_failure"].value, results["judge_skipped"].value) == (0.0, 0.0)
+    assert [records.decode(line["filtered_resps"])["answer"] for line in lines] == ["lol", "lol"]  # the dummy's
 
 
 def test_lm_eval_fin_run_runs_the_posthoc_and_iterative_settings(tmp_path, embedded_model_dir):
@@ -129,24 +148,24 @@ def test_lm_eval_fin_run_runs_the_posthoc_and_iterative_settings(tmp_path, embed
         capture_output=True, text=True, cwd=tmp_path, env=env, timeout=1800,
     )
     assert run.returncode == 0, run.stderr[-4000:]
-    results = json.loads(next(out.rglob("results_*.json")).read_text())["results"]
+    traces = {}
     for name in ("fin_lfqa_posthoc", "fin_lfqa_iterative"):
-        for metric in taskfiles.higher_is_better(name):
-            assert f"{metric},none" in results[name], (name, metric)
-        assert 0.0 <= results[name]["bertscore_f1,none"] <= 1.0  # "offline" reaches BERTScore
-    iterative = results["fin_lfqa_iterative"]
-    assert iterative["refine_rounds,none"] == 1.0 and iterative["refine_done,none"] in (0.0, 1.0)
-    # every step of each example, in the details folder beside lm-eval's output
-    steps = {path.name.split("-steps-")[0]: json.loads(path.read_text()) for path in out.rglob("*-steps-*.json")}
-    assert [s["step"] for s in steps["fin_lfqa_posthoc"][0]["steps"]] == ["answer", "attribution"]
-    refined = steps["fin_lfqa_iterative"][0]
+        run_, (line,) = read_task_run(out, name)
+        assert set(taskfiles.metric_names(name)) <= set(run_.tasks[name].metrics)
+        assert 0.0 <= line["bertscore_f1"] <= 1.0  # "offline" reaches BERTScore
+        traces[name] = (records.decode(line["filtered_resps"])["trace"], line)
+    posthoc, _ = traces["fin_lfqa_posthoc"]
+    refined, line = traces["fin_lfqa_iterative"]
+    assert line["refine_rounds"] == 1.0 and line["refine_done"] == float(refined["done"])
+    # every step of each example, in its record
+    assert [s["step"] for s in posthoc["steps"]] == ["answer", "attribution"]
     expected = ["answer", "feedback"] if refined["done"] else ["answer", "feedback", "revision"]
     assert [s["step"] for s in refined["steps"]] == expected and refined["rounds"] == 1
     # the logged answer is the final one: after a revision, the revision's text
-    samples = json.loads(next(out.rglob("samples_fin_lfqa_iterative_*.jsonl")).read_text().splitlines()[0])
     final = refined["steps"][-1]["reply"] if not refined["done"] and refined["steps"][-1]["reply"].strip() else (
         refined["steps"][0]["reply"])
-    assert samples["resps"][0][0] == final
+    assert line["resps"][0][0] == final
+    assert not list(out.rglob("*-steps-*")) and {p.suffix for p in out.rglob("*") if p.is_file()} == {".json", ".jsonl"}
 
 
 def test_the_multistep_settings_refuse_a_plain_model(tmp_path):

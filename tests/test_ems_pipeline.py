@@ -1,18 +1,21 @@
 """The EMS pass through the real judge layer (CachedJudge + sqlite cache) with a scripted,
 deterministic model behind it: the four batched rounds, re-asks, cache reuse, failures,
-summary removal, the RAGChecker-style claim metrics, memoisation, details files and rescore."""
+summary removal, the RAGChecker-style claim metrics; and fin_ems' filter stage, which runs the
+pass once over a task's answers and logs each document's outcome in its record, judged, warm
+(no model call) and with a judge that fails."""
 
 import json
-import logging
 import math
 import re
 
 import pytest
 
+from lm_eval_fin import records
 from lm_eval_fin.benchmarks.fin_ems import task
 from lm_eval_fin.ems import prompts
 from lm_eval_fin.ems.pipeline import metric_names, run_ems
-from lm_eval_fin.harness import corpus, outputs
+from lm_eval_fin.harness import stage
+from lm_eval_fin.harness.task import mean_defined
 from lm_eval_fin.judge import JudgeOptions, JudgeResponse, parse_spec
 from lm_eval_fin.judge.cache import JudgeCache
 from lm_eval_fin.judge.core import CachedJudge
@@ -411,61 +414,87 @@ def test_empty_and_missing_texts_score_without_judge_calls(tmp_path):
     assert [len(batch) for batch in model.batches] == [1]  # only the one non-empty text was extracted
 
 
-def _docs(**metadata):
+def _docs(references=REFERENCES, **metadata):
     settings = task.BENCHMARK.read_settings("fin_ems", {"judge": "none", "bertscore_model": "offline", **metadata})
     return [
-        {"id": f"d{i}", "reference": ref, "settings": settings.to_json(), "truncated": i == 0}
-        for i, ref in enumerate(REFERENCES)
+        {"id": f"d{i}", "question": "How did the quarter go?", "transcript": "Operator: welcome.",
+         "reference": ref, "settings": settings.to_json(), "truncated": i == 0}
+        for i, ref in enumerate(references)
     ]
 
 
-def test_corpus_metrics_share_one_memoised_pass_and_write_details(tmp_path, monkeypatch, caplog):
-    caplog.set_level(logging.INFO)
-    monkeypatch.setenv(outputs.DETAILS_ENV, str(tmp_path / "details"))
+def stage_values(answers, docs):
+    """The filter stage over every answer at once, then process_results per document: (the
+    records, the per-document values)."""
+    texts = task.score_answers([[answer] for answer in answers], docs)
+    return [records.decode(text) for text in texts], [task.process_results(d, [t]) for d, t in zip(docs, texts)]
+
+
+def test_the_filter_stage_runs_one_pass_over_every_answer(monkeypatch):
+    monkeypatch.delenv("LM_EVAL_FIN_PREDICT_ONLY", raising=False)
     passes = []
-    real = task.run_metrics
-    monkeypatch.setitem(corpus._PASSES, "fin_ems", lambda items, settings: passes.append(1) or real(items, settings))
-    per_doc = [task.process_results(doc, [answer]) for doc, answer in zip(_docs(), ANSWERS_SMALL)]
-
-    assert per_doc[0]["truncated_documents"] == 1.0
-    assert task.total([r["truncated_documents"] for r in per_doc]) == 1.0
-    names = [name for name, value in per_doc[0].items() if isinstance(value, corpus.CorpusItem)]
-    assert names == [
-        "bleu",
-        "bertscore_f1",
-        "ems_offline_rouge_precision",
-        "ems_offline_rouge_recall",
-        "ems_offline_rouge_f1",
-        "ems_offline_bertscore_precision",
-        "ems_offline_bertscore_recall",
-        "ems_offline_bertscore_f1",
-    ]
-    values = {name: task.corpus_metric([r[name] for r in per_doc]) for name in names}
-    assert len(passes) == 1  # eight aggregations, one pass
-    assert 0 <= values["ems_offline_rouge_f1"] <= 1 and 0 < values["bertscore_f1"] <= 1
-
-    (written,) = (tmp_path / "details").glob("fin_ems-offline-*.json")
-    assert f"details written to {written}" in caplog.text  # the path it wrote is logged
-    details = json.loads(written.read_text())
-    assert [d["id"] for d in details["documents"]] == ["d0", "d1"]
-    assert details["documents"][0]["alignment"] == [0, -1, -1]  # "Revenue rose ..." matched
-    assert details["metrics"]["ems_offline_rouge_f1"] == pytest.approx(values["ems_offline_rouge_f1"])
+    real = task.score.score_documents
+    monkeypatch.setattr(task.score, "score_documents", lambda *a, **k: passes.append(len(a[0])) or real(*a, **k))
+    recorded, values = stage_values(ANSWERS_SMALL, _docs())
+    assert passes == [2]  # one pass over both answers
+    assert recorded[0]["ems"]["alignment"] == [0, -1, -1]  # "Revenue rose ..." matched
+    assert recorded[0]["ems"]["method"] == "offline" and recorded[0]["judge"] is None
+    assert [v["truncated_documents"] for v in values] == [1.0, 0.0] and task.total(
+        [v["truncated_documents"] for v in values]) == 1.0
+    assert all(0.0 <= v["ems_offline_rouge_f1"] <= 1.0 and 0.0 < v["bertscore_f1"] <= 1.0 for v in values)
+    assert all(v["ems_llm_f1"] is None and v["judge_failure"] is None for v in values)
 
 
-def test_rescore_logged_samples(tmp_path):
-    samples = [
-        {"doc": doc, "filtered_resps": [answer], "resps": [[answer]]}
-        for doc, answer in zip(_docs(), ANSWERS_SMALL)
-    ]
-    offline_metrics, offline_details = task.rescore(samples, None)
-    assert "ems_offline_rouge_f1" in offline_metrics and len(offline_details) == 2
+def test_a_judged_filter_stage_then_a_warm_rerun_without_model_calls(tmp_path, monkeypatch):
+    monkeypatch.delenv("LM_EVAL_FIN_PREDICT_ONLY", raising=False)
+    judge = CountingJudge(scripted_judge(tmp_path / "c.sqlite", ScriptedModel()))
+    monkeypatch.setattr(stage, "judge_for", lambda settings: judge)  # the process's judge for the task
+    docs = _docs(judge="hf:scripted")
+    failures = len(stage.FAILURES)
+    recorded, values = stage_values(ANSWERS_LARGE, docs)
+    # at most four batched rounds, whatever the number of documents (plus re-asks)
+    assert [desc for desc, attempts in judge.calls if set(attempts) == {0}] == [
+        "EMS summary", "EMS extract", "EMS match + claims", "EMS score"]
+    # the hand-checked figures of test_four_batched_rounds_plus_reasks_and_hand_checked_scores, per document
+    assert (values[0]["ems_llm_precision"], values[0]["ems_llm_recall"]) == pytest.approx((1.6 / 3, 1.6 / 3))
+    assert values[1]["ems_llm_precision"] == pytest.approx(0.8) and values[1]["ems_llm_recall"] == pytest.approx(0.4)
+    assert mean_defined([v["ems_llm_recall"] for v in values]) == pytest.approx((1.6 / 3 + 0.4) / 2)
+    assert values[0]["ragchecker_f1"] == pytest.approx(2 / 3) and values[1]["ragchecker_recall"] == 0.5
+    assert values[0]["ems_rouge_f1"] == pytest.approx(2 / 3)
+    assert [(v["judge_failure"], v["judge_parse_failure"]) for v in values] == [(0.0, 0.0)] * 2
+    assert all(v[name] is None for v in values for name in v if name.startswith("ems_offline"))
+    assert recorded[0]["judge"] == {"spec": "hf:scripted", "prompt_version": prompts.EMS_PROMPTS_HASH}
+    assert recorded[0]["ems"]["verdicts"]["answer"] == ["entailment", "entailment", "neutral"]
+    assert len(stage.FAILURES) == failures  # nothing to report
 
-    judge = scripted_judge(tmp_path / "c.sqlite", ScriptedModel())
-    metrics, details = task.rescore(samples, judge)
-    assert metrics["ems_llm_f1"] == pytest.approx(sum(d["ems"]["llm"][2] for d in details) / 2)
-    assert {"ems_rouge_f1", "ems_bertscore_f1", "bleu", "bertscore_f1", "ems_judge_model_calls"} <= set(
-        metrics
-    )
-    assert details[0]["id"] == "d0"
-    with pytest.raises(ValueError, match="reference"):
-        task.rescore([{"doc": {}}], None)
+    # a re-run (a new judge object, the same cache): every answer from the cache, the same values
+    warm_model = ScriptedModel()
+    warm = CachedJudge(parse_spec("hf:scripted"), warm_model, JudgeOptions(retry_unparsable=False),
+                       cache=JudgeCache(tmp_path / "c.sqlite"))
+    monkeypatch.setattr(stage, "judge_for", lambda settings: warm)
+    assert stage_values(ANSWERS_LARGE, docs) == (recorded, values)
+    assert warm_model.batches == [] and warm.stats.model_calls == 0 and warm.stats.cache_hits > 0
+
+
+def test_judge_failures_in_the_filter_stage_are_null_values_and_reported(tmp_path, monkeypatch):
+    monkeypatch.delenv("LM_EVAL_FIN_PREDICT_ONLY", raising=False)
+    docs = _docs(references=["Revenue rose 6% to 94.9 billion", "Cash flow was 5 billion"], judge="hf:scripted")
+    monkeypatch.setattr(stage, "judge_for", lambda settings: scripted_judge(tmp_path / "c.sqlite", FailingModel()))
+    failures = len(stage.FAILURES)
+    recorded, values = stage_values(["Revenue rose 6% to 94.9 billion FAIL", "Cash flow was 5 billion"], docs)
+    assert (values[0]["judge_failure"], values[1]["judge_failure"]) == (1.0, 0.0)
+    assert all(values[0][name] is None for name in values[0] if name.startswith(("ems_llm", "ems_rouge", "ragchecker")))
+    assert values[1]["ems_llm_f1"] == pytest.approx(0.8)
+    assert recorded[0]["ems"]["judge_error"].startswith("HTTP 500")
+    assert stage.FAILURES[failures:] == [stage.JudgeFailures("fin_ems", 1, 0, 2, recorded[0]["ems"]["judge_error"])]
+
+    # a judge that cannot be set up: no EMS for any document, each counted; BERTScore still measured
+    def no_judge(settings):
+        raise OSError("no such model")
+
+    monkeypatch.setattr(stage, "judge_for", no_judge)
+    recorded, values = stage_values(["Cash flow was 5 billion"], docs[1:])
+    assert values[0]["judge_failure"] == 1.0 and values[0]["ems_llm_f1"] is None
+    assert 0.0 < values[0]["bertscore_f1"] <= 1.0
+    assert "judge setup: no such model" in recorded[0]["ems"]["judge_error"]
+    assert stage.FAILURES[-1].task == "fin_ems" and stage.FAILURES[-1].failed == 1

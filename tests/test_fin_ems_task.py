@@ -1,13 +1,14 @@
-"""fin_ems task glue in-process: data loading, settings, prompt fitting, metric names."""
+"""fin_ems task glue in-process: data loading, settings, prompt fitting, the filter stage's records and
+the per-document metric values ``process_results`` gives (every metric the YAML lists, null where
+undefined)."""
 
 import json
 
 import pytest
 
-from lm_eval_fin import paths
+from lm_eval_fin import paths, records
 from lm_eval_fin.benchmarks.fin_ems import prompt, task
-from lm_eval_fin.harness import taskfiles
-from lm_eval_fin.harness.corpus import judge_for
+from lm_eval_fin.harness import stage, taskfiles
 from lm_eval_fin.harness.fitting import prompt_fitter
 from lm_eval_fin.harness.settings import RunSettings, SettingsError
 
@@ -66,36 +67,65 @@ def test_settings_from_metadata_and_environment(monkeypatch):
         read("fin_ems", {"judge_max_token": 64})
 
 
-def test_metric_names_follow_the_judge_setting():
-    base = {"id": "x", "reference": "Revenue grew 5%.", "truncated": False}
-    with_judge = task.process_results(dict(base, settings=settings_json(judge="hf:m")), ["Revenue grew 5%."])
-    offline = task.process_results(dict(base, settings=settings_json(judge="none")), ["Revenue grew 5%."])
-    assert with_judge["rouge_l_f1"] == offline["rouge_l_f1"] == 1.0
-    assert {
-        "ems_llm_f1",
-        "ems_rouge_f1",
-        "ems_bertscore_f1",
-        "judge_failure",
-        "judge_parse_failure",
-        "ems_judge_model_calls",
-        "ems_judge_rounds",
-        "ragchecker_precision",
-        "ragchecker_recall",
-        "ragchecker_f1",
-    } <= set(with_judge)
-    no_claims = task.process_results(
-        dict(base, settings=settings_json(judge="hf:m", ragchecker=False)), ["Revenue grew 5%."]
-    )
-    assert "ems_llm_f1" in no_claims and not any(name.startswith("ragchecker") for name in no_claims)
-    assert not any("offline" in name for name in with_judge)
-    assert {"ems_offline_rouge_f1", "ems_offline_bertscore_f1"} <= set(offline)
-    assert not any(name.startswith(("ems_llm", "ems_judge", "judge_", "ragchecker")) for name in offline)
-    item = offline["bleu"]
-    assert (item.metric, item.doc_id, dict(item.data)) == (
-        "bleu", "x", {"answer": "Revenue grew 5%.", "reference": "Revenue grew 5%."}
-    )
-    assert str(item) == "corpus-level bleu (doc x)"
-    assert task.process_results(dict(base, settings=settings_json(judge="none")), [])["rouge_l_f1"] == 0.0
+def values_of(doc, answer, **record):
+    """process_results of one document whose filter stage left ``record``."""
+    return task.process_results(doc, [records.encode(answer, record)])
+
+
+EMS_NAMES = [f"ems_{s}_{p}" for s in ("llm", "rouge", "bertscore") for p in ("precision", "recall", "f1")]
+OFFLINE_NAMES = [f"ems_offline_{s}_{p}" for s in ("rouge", "bertscore") for p in ("precision", "recall", "f1")]
+CLAIM_NAMES = ["ragchecker_precision", "ragchecker_recall", "ragchecker_f1"]
+
+
+def test_a_judged_record_gives_every_metric_null_where_the_judge_left_it_undefined():
+    doc = {"id": "x", "reference": "Revenue grew 5%.", "truncated": False, "settings": settings_json(judge="hf:m")}
+    judged = {"method": "llm", "ragchecker_checked": True, "ems": {"llm": [0.5, 0.25, 1 / 3], "rouge": [1.0, 1.0, 1.0],
+              "bertscore": None}, "ragchecker": [1.0, 0.5, 2 / 3], "judge_error": None,
+              "parse_failures": {"extraction": 0, "matching": 0}}
+    values = values_of(doc, "Revenue grew 5%.", ems=judged, bertscore_f1=0.9)
+    assert list(values) == taskfiles.metric_names("fin_ems")  # every listed metric, in the YAML's order
+    assert values["rouge_l_f1"] == 1.0 and values["bleu"] > 0 and values["bertscore_f1"] == 0.9
+    assert [values[name] for name in EMS_NAMES] == [0.5, 0.25, 1 / 3, 1.0, 1.0, 1.0, None, None, None]
+    assert [values[name] for name in CLAIM_NAMES] == [1.0, 0.5, 2 / 3]
+    assert (values["judge_failure"], values["judge_parse_failure"]) == (0.0, 0.0)
+    assert all(values[name] is None for name in OFFLINE_NAMES)  # never posing as the other variant
+    # an unreadable answer: no EMS, counted; claim checks switched off: no claim figures
+    unread = values_of(doc, "x", ems={**judged, "ems": {"llm": None, "rouge": None, "bertscore": None},
+                                      "ragchecker": None, "ragchecker_checked": False,
+                                      "parse_failures": {"extraction": 1}})
+    assert all(unread[name] is None for name in EMS_NAMES + CLAIM_NAMES)
+    assert (unread["judge_failure"], unread["judge_parse_failure"]) == (0.0, 1.0)
+    failed = values_of(doc, "x", ems={"method": "llm", "judge_error": "HTTP 500"})
+    assert (failed["judge_failure"], failed["judge_parse_failure"]) == (1.0, 0.0)
+    assert failed["ems_llm_f1"] is None and failed["bertscore_f1"] is None  # no value in the record: undefined
+
+
+def test_the_offline_filter_stage_scores_every_answer_and_flags_echoes(monkeypatch):
+    monkeypatch.delenv("LM_EVAL_FIN_PREDICT_ONLY", raising=False)
+    docs = [dict(doc) for doc in task.load_dataset(bertscore_model="offline", data_path=DEMO, judge="none")["test"]][:2]
+    answers = ["Revenue grew 5% on higher volumes.", docs[1]["question"]]
+    texts = task.score_answers([[a] for a in answers], docs)  # lm-eval hands the filter every response at once
+    recorded = [records.decode(text) for text in texts]
+    assert [r["answer"] for r in recorded] == answers and [r["degenerate"] for r in recorded] == [None, "echo"]
+    assert all(r["judge"] is None and r["ems"]["method"] == "offline" for r in recorded)
+    values = [task.process_results(doc, [text]) for doc, text in zip(docs, texts)]
+    for value in values:
+        assert list(value) == taskfiles.metric_names("fin_ems")
+        assert all(0.0 <= value[name] <= 1.0 for name in OFFLINE_NAMES + ["bertscore_f1", "rouge_l_f1", "bleu"])
+        assert all(value[name] is None for name in EMS_NAMES + CLAIM_NAMES + ["judge_failure", "judge_parse_failure"])
+    assert [v["degenerate_answer"] for v in values] == [0.0, 1.0]
+    # no answer at all: scored as the empty text
+    assert task.process_results(docs[0], [])["rouge_l_f1"] == 0.0
+
+
+def test_process_results_refuses_a_metric_the_yaml_does_not_list():
+    from lm_eval_fin.harness.task import metric_values
+
+    settings = task.BENCHMARK.read_settings("fin_ems", {"judge": "none"})
+    with pytest.raises(KeyError, match=r"fin_ems: process_results gave metrics its YAML does not list: \['ems_judge_rounds'\]"):
+        metric_values(settings, {"bleu": 0.5, "ems_judge_rounds": 4})
+    # NaN and infinities are no values: null
+    assert metric_values(settings, {"bleu": float("nan"), "rouge_l_f1": float("inf")})["bleu"] is None
 
 
 def test_the_answer_prompt_asks_what_figure_3_asks():
@@ -158,17 +188,8 @@ def test_an_unloadable_tokenizer_stops_the_load(tmp_path, caplog):
     assert "not fitted to the context" in caplog.text
 
 
-def test_the_task_lists_every_metric_the_harness_reports():
-    listed = set(taskfiles.higher_is_better("fin_ems"))
-    base = {"id": "x", "reference": "r", "truncated": False}
-    for judge in ("hf:m", "none"):
-        reported = task.process_results(dict(base, settings=settings_json(judge=judge)), ["a"])
-        assert set(reported) <= listed, set(reported) - listed
-    assert set(task.CORPUS.metrics) | {"truncated_documents", "truncated_answers", "rouge_l_precision",
-                                       "rouge_l_recall", "rouge_l_f1"} == listed
-
-
 def test_judge_options_in_the_metadata_and_the_environment_reach_the_judge(monkeypatch):
+    monkeypatch.setattr(stage, "_JUDGES", {})  # the process's judge pool, for this test alone
     monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", '{"max_retries": 1, "concurrency": 3}')
     settings = task.BENCHMARK.read_settings(
         "fin_ems",
@@ -177,7 +198,7 @@ def test_judge_options_in_the_metadata_and_the_environment_reach_the_judge(monke
     assert settings.judge_options == {"max_retries": 2, "concurrency": 3, "timeout_s": 5}
     # the environment is read once, at load: a later change does not reach the run
     monkeypatch.setenv("LM_EVAL_FIN_JUDGE_OPTIONS", '{"max_retries": 9}')
-    judge = judge_for(RunSettings.from_json(settings.to_json()))  # loading is lazy: no server is reached
+    judge = stage.judge_for(RunSettings.from_json(settings.to_json()))  # loading is lazy: no server is reached
     assert (judge.options.max_retries, judge.options.concurrency, judge.options.timeout_s) == (2, 3, 5)
     with pytest.raises(SettingsError, match="unknown judge option"):
         task.BENCHMARK.read_settings("fin_ems", {"judge_options": {"no_such_option": 1}})

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from lm_eval_fin import paths
+from lm_eval_fin import paths, records
 from lm_eval_fin.benchmarks.fin_agentbench import data, prompt
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.fitting import config_arguments, prompt_fitter, tokenizer_arguments
@@ -22,6 +22,13 @@ def _utils():
 
 
 UTILS = _utils()
+
+
+def scored(doc, answer):
+    """Every metric of one document, as lm-eval computes it: the filter stage reads the answer
+    into the document's record, which ``process_results`` scores."""
+    (record,) = UTILS.score_answers([[answer]], [doc])
+    return UTILS.process_results(doc, [record])
 
 
 def test_parse_document_prompt():
@@ -90,30 +97,53 @@ def test_bad_gain_in_metadata(tmp_path):
 def test_process_results_scores_and_counts_parse_failures(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [document_record("d1", "Q?", {"1": 2, "4": 1, "0": 0})])
     doc = UTILS.load_document_ranking(data_path=str(path), pretrained="ignored-model-arg")["test"][0]
-    good = UTILS.process_results_doc(doc, ["[1, 4, 0, 2, 3]"])
-    scores = [f"{m}@{k}" for k in (5, 10) for m in ("ndcg", "map", "map_hits", "mrr")]
-    assert good == {**dict.fromkeys(scores, 1.0), "parse_failure": 0.0, "truncated_answers": 0.0}
-    bad = UTILS.process_results_doc(doc, ["I refuse."])
-    assert bad == {**dict.fromkeys(scores, 0.0), "parse_failure": 1.0, "truncated_answers": 0.0}
-    by_name = UTILS.process_results_doc(doc, ["1. Earnings\n2. 10-K"])
+    good = scored(doc, "[1, 4, 0, 2, 3]")
+    # every metric of the YAML, in its order
+    ranks = [f"{m}@{k}" for k in (5, 10) for m in ("ndcg", "map", "map_hits", "mrr")]
+    assert good == {**dict.fromkeys(ranks, 1.0), "parse_failure": 0.0, "degenerate_answer": 0.0,
+                    "truncated_answers": 0.0}
+    assert list(good) == taskfiles.metric_names("fin_agentbench_doc")
+    bad = scored(doc, "I refuse.")
+    assert bad == {**dict.fromkeys(ranks, 0.0), "parse_failure": 1.0, "degenerate_answer": 0.0,
+                   "truncated_answers": 0.0}
+    by_name = scored(doc, "1. Earnings\n2. 10-K")
     assert by_name["mrr@5"] == 1.0 and by_name["parse_failure"] == 0.0
     assert by_name["ndcg@5"] < 1.0
+
+
+def test_the_record_holds_the_ranking_as_read_and_flags_the_input_order(tmp_path):
+    """A ranking that repeats the candidates in the order given earns nDCG without ranking: it
+    is scored, and flagged degenerate (so is an echo of the prompt)."""
+    path = write_jsonl(tmp_path / "d.jsonl", [document_record("d1", "Q?", {"0": 2, "1": 1})])
+    doc = UTILS.load_document_ranking(data_path=str(path))["test"][0]
+    answers = ["[0, 1, 2, 3, 4]", "[4, 0, 1]", "no ranking", doc["prompt"]]
+    records_ = [records.decode(text) for text in UTILS.score_answers([[a] for a in answers], [doc] * 4)]
+    assert [r["ranking"] for r in records_] == [[0, 1, 2, 3, 4], [4, 0, 1], None, [4, 2, 1, 0, 3]]
+    assert [r["degenerate"] for r in records_] == ["input order", None, None, "echo"]
+    assert [r["answer"] for r in records_] == answers
+    in_order = UTILS.process_results(doc, [records.encode(answers[0], records_[0])])
+    assert in_order["ndcg@5"] == 1.0 and in_order["degenerate_answer"] == 1.0
+    assert UTILS.process_results(doc, [records.encode(answers[1], records_[1])])["degenerate_answer"] == 0.0
 
 
 def test_linear_gain_selectable_in_metadata(tmp_path):
     path = write_jsonl(tmp_path / "d.jsonl", [document_record("d1", "Q?", {"1": 3, "4": 1})])
     exp_doc = UTILS.load_document_ranking(data_path=str(path))["test"][0]
     lin_doc = UTILS.load_document_ranking(data_path=str(path), gain="linear")["test"][0]
-    answer = ["[4, 1]"]
-    assert UTILS.process_results_doc(lin_doc, answer)["ndcg@5"] != UTILS.process_results_doc(exp_doc, answer)["ndcg@5"]
+    answer = "[4, 1]"
+    assert scored(lin_doc, answer)["ndcg@5"] != scored(exp_doc, answer)["ndcg@5"]
 
 
-def test_eval_records_without_qrel_load_but_refuse_scoring(tmp_path):
+def test_eval_records_without_qrel_are_for_predict_only_runs(tmp_path, monkeypatch):
     path = write_jsonl(tmp_path / "document_ranking_eval.jsonl", [document_record("e1", "Q?", id_key="_id")])
+    with pytest.raises(ValueError, match="no 'qrel'.*--predict_only --log_samples"):
+        UTILS.load_document_ranking(data_path=str(path))
+    monkeypatch.setenv("LM_EVAL_FIN_PREDICT_ONLY", "1")
     doc = UTILS.load_document_ranking(data_path=str(path))["test"][0]
-    assert doc["id"] == "e1" and doc["qrel"] == ""
-    with pytest.raises(ValueError, match="--predict_only"):
-        UTILS.process_results_doc(doc, ["[0]"])
+    assert doc["id"] == "e1" and doc["qrel"] == "" and UTILS.doc_to_target(doc) == ""
+    # the answer is logged as it was given, nothing is read or scored
+    (record,) = UTILS.score_answers([["[0]"]], [doc])
+    assert records.decode(record) == {"format": records.FORMAT, "answer": "[0]", "truncated_answer": False}
 
 
 def test_demo_sample_is_in_the_challenge_format():
@@ -137,7 +167,7 @@ def test_both_tasks_report_at_5_and_at_10(tmp_path):
     chunks = [f"Chunk text {i}." for i in range(12)]
     path = _chunk_file(tmp_path, chunks, {"0": 1, "7": 2})
     doc = UTILS.load_chunk_ranking(data_path=str(path))["test"][0]
-    got = UTILS.process_results_chunk(doc, ["[0, 1, 2, 3, 4, 7, 5]"])
+    got = scored(doc, "[0, 1, 2, 3, 4, 7, 5]")
     ideal = 3 + 1 / math.log2(3)  # grade 2 (gain 3) first, grade 1 (gain 1) second
     assert got["ndcg@5"] == pytest.approx(1 / ideal)
     assert got["ndcg@10"] == pytest.approx((1 + 3 / math.log2(7)) / ideal)
@@ -178,12 +208,12 @@ def test_chunk_prompts_are_fitted_keeping_question_and_instruction(tmp_path, emb
     assert "Question: What was Northwind's revenue in fiscal 2025?" in doc["prompt"]
     assert doc["prompt"].rstrip().endswith("e.g. [3, 0, 7].")  # the closing instruction, whole
     assert f"{doc['dropped_chunks']} more chunks left out" in doc["prompt"]
-    assert UTILS.process_results_chunk(doc, ["[0]"])["truncated_documents"] == 1.0
+    assert scored(doc, "[0]")["truncated_documents"] == 1.0
 
     roomy = UTILS.load_chunk_ranking(data_path=str(path), **dict(metadata, max_length=32768))["test"][0]
     assert not roomy["truncated"] and roomy["dropped_chunks"] == 0 and roomy["prompt"] == chunk_prompt(
         "What was Northwind's revenue in fiscal 2025?", chunks)
-    assert UTILS.process_results_chunk(roomy, ["[0]"])["truncated_documents"] == 0.0
+    assert scored(roomy, "[0]")["truncated_documents"] == 0.0
     with pytest.raises(ValueError, match="record c1: max_length 100 cannot hold the prompt without its chunks"):
         UTILS.load_chunk_ranking(data_path=str(path), **dict(metadata, max_length=100))
 

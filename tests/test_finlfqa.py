@@ -1,22 +1,23 @@
-"""FinLFQA: hub schema -> documents, rendering, prompt, per-document scores, corpus metrics and
-the judge's parsing, aggregation and re-scoring (a deterministic judge object here; the real
-embedded judge runs in test_e2e_finlfqa.py)."""
+"""FinLFQA: hub schema -> documents, rendering, prompt, per-document scores, the filter stage
+(sandbox, BERTScore and the judge, each once over a task's answers; a deterministic judge object
+here, the real embedded judge runs in test_e2e_finlfqa.py) and the per-document values
+``process_results`` gives from each record."""
 
 import importlib.util
 import json
 import logging
-import math
 import re
 
 import pyarrow
 import pyarrow.parquet
 import pytest
 
-from lm_eval_fin import paths, sandbox, textsim
+from lm_eval_fin import paths, records, sandbox, textsim
 from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, score, task
-from lm_eval_fin.harness.corpus import corpus_metric
+from lm_eval_fin.harness import stage
 from lm_eval_fin.harness.settings import SettingsError
-from lm_eval_fin.judge import JudgeResponse
+from lm_eval_fin.harness.task import mean_defined
+from lm_eval_fin.judge import JudgeResponse, ParsedAnswer
 from tests.finlfqa_fixtures import CLAUSES, hub_record, hub_records, write_hub_fixture
 from tests.openai_server import ServerProcess
 
@@ -46,9 +47,24 @@ def scores_of(doc, answer):
     return score.score_document(doc, answer)[0]
 
 
-def items_of(docs_and_answers, metric):
-    """The items lm-eval hands the aggregation of ``metric``."""
-    return [task.process_results(doc, [answer])[metric] for doc, answer in docs_and_answers]
+def staged(docs_and_answers):
+    """As lm-eval computes them: the filter stage over every answer at once, then
+    ``process_results`` per document; (the records, the per-document values)."""
+    docs = [doc for doc, _ in docs_and_answers]
+    texts = task.score_answers([[answer] for _, answer in docs_and_answers], docs)
+    return [records.decode(text) for text in texts], [task.process_results(d, [t]) for d, t in zip(docs, texts)]
+
+
+def values_of(docs_and_answers, metric):
+    """The per-document values of ``metric`` (what lm-eval logs per sample and aggregates)."""
+    return [values[metric] for values in staged(docs_and_answers)[1]]
+
+
+@pytest.fixture(autouse=True)
+def own_judges(monkeypatch):
+    """Each test its own judge pool, and no --predict_only from the environment."""
+    monkeypatch.setattr(stage, "_JUDGES", {})
+    monkeypatch.delenv("LM_EVAL_FIN_PREDICT_ONLY", raising=False)
 
 
 # ------------------------------------------------------------------------------ hub schema
@@ -180,14 +196,17 @@ def test_local_copies_in_every_format(tmp_path, suffix):
     assert json.loads(dataset[0]["settings"])["judge"] is None and dataset["id"] == ["cwt-awk-1", "cwt-awk-2"]
 
 
-def test_a_json_keyed_by_split_feeds_each_task_its_own_split(tmp_path):
+def test_a_json_keyed_by_split_feeds_each_task_its_own_split(tmp_path, monkeypatch):
     path = tmp_path / "splits.json"
     test_record = hub_record(id="test-1", clauses="")
     path.write_text(json.dumps({"validation": hub_records(), "test": [test_record]}))
     assert [d["id"] for d in data.load_documents("validation", str(path))[0]] == ["cwt-awk-1", "cwt-awk-2"]
     test_docs, _ = data.load_documents("test", str(path))
     assert [d["id"] for d in test_docs] == ["test-1"] and not test_docs[0]["has_reference"]
-    # the task's own loader passes its split through
+    # the task's own loader passes its split through; its answers are private: --predict_only only
+    with pytest.raises(SettingsError, match="fin_lfqa_test: 1 example.*run it with --predict_only --log_samples"):
+        UTILS.load_test(bertscore_model="offline", data_path=str(path))
+    monkeypatch.setenv("LM_EVAL_FIN_PREDICT_ONLY", "1")
     assert UTILS.load_test(bertscore_model="offline", data_path=str(path))["test"]["id"] == ["test-1"]
     only_validation = tmp_path / "validation-only.json"
     only_validation.write_text(json.dumps({"validation": hub_records()}))
@@ -268,7 +287,9 @@ def test_scores_of_a_partial_answer_by_hand():
     # evidence {CWT1, AWK0} vs {CWT1, AWK1}: P = R = 1/2
     assert (scores["evidence_precision"], scores["evidence_recall"]) == (0.5, 0.5)
     assert scores["knowledge_recall"] == 0.0 and scores["knowledge_skipped"] == 0.0  # cites 1, the reference 0
-    assert str(task.process_results(document(), [answer])["judge_score"]) == "corpus-level judge_score (doc cwt-awk-1)"
+    # a bare answer (no record of the filter stage): nothing judged, no code run
+    plain = task.process_results(document(), [answer])
+    assert (plain["judge_score"], plain["judge_skipped"], plain["code_exec_rate"]) == (None, 1.0, None)
 
 
 def test_unparsable_answer_is_counted_and_scored_on_its_text():
@@ -283,78 +304,67 @@ def test_bad_answers_never_crash(answer):
     assert all(0.0 <= value <= 1.0 for name, value in scores.items() if name != "code_per_answer")
 
 
-# ------------------------------------------------------------------------- corpus metrics
+# -------------------------------------------------------------- the filter stage, per document
 
 
 CODE_ANSWERS = [
     "1. a\nEvidence: CWT [1]\nCode:\n```python\ndef good():\n    return (125 - 100) / 100 * 100\n```",
     "1. b\nEvidence: CWT [1]\nCode:\n```python\ndef needs_args(x):\n    return x\n```\n"
     "2. c\nEvidence: AWK [1]\nCode:\n```python\ndef no_return():\n    pass\n```",
+    "1. no code\nEvidence: CWT [1]",
 ]
 
 
-def test_code_execution_rate_runs_the_snippets_in_the_sandbox():
-    answers = CODE_ANSWERS
-    assert corpus_metric(items_of([(document(), a) for a in answers], "code_exec_rate")) == pytest.approx(1 / 3)
-    assert corpus_metric(items_of([(document(), "1. a\nEvidence: CWT [1]")], "code_exec_rate")) == 0.0
+def test_code_runs_in_the_sandbox_and_each_answer_gets_its_rate_and_failure_shares():
+    """Per answer with code: the share of its snippets that ran, and beside it the shares that
+    failed, by why (the paper's error analysis: parameters called without arguments, no return
+    value); an answer without code has none of these. By hand: 1 of 1, 0 of 2."""
+    recorded, values = staged([(document(), answer) for answer in CODE_ANSWERS])
+    assert [v["code_exec_rate"] for v in values] == [1.0, 0.0, None]
+    assert [v["code_per_answer"] for v in values] == [1.0, 2.0, 0.0]
+    assert (values[1]["code_missing_arguments"], values[1]["code_none_result"]) == (0.5, 0.5)
+    for name in task._code_failure_metrics():
+        assert values[0][name] == 0.0 and values[2][name] is None
+    assert values[1]["code_exec_rate"] + sum(values[1][name] for name in task._code_failure_metrics()) == 1.0
+    assert mean_defined([v["code_exec_rate"] for v in values]) == 0.5  # the task's figure: over answers with code
+    assert recorded[0]["code"] == [{"ok": True, "category": None, "value": "25.0", "error": None}]
+    assert [outcome["category"] for outcome in recorded[1]["code"]] == ["missing_arguments", "none_result"]
 
 
-def test_code_failures_are_reported_by_category_beside_the_rate():
-    """The paper's error analysis: parameters called without arguments, no return value, ...
-    Shares of all snippets (a function with a parameter, one returning None, one that runs)."""
-    docs_and_answers = [(document(), a) for a in CODE_ANSWERS]
-    shares = {m: corpus_metric(items_of(docs_and_answers, m)) for m in task._code_failure_metrics()}
-    assert {"code_missing_arguments", "code_exception", "code_timeout", "code_no_function",
-            "code_none_result"} <= set(shares)
-    if getattr(sandbox, "failure_categories", None) is None:  # TODO(merge): the sandbox branch adds it
-        assert all(math.isnan(v) for v in shares.values())
-    else:
-        assert shares["code_missing_arguments"] == pytest.approx(1 / 3)
-        assert shares["code_none_result"] == pytest.approx(1 / 3)
-        assert shares["code_timeout"] == shares["code_no_function"] == shares["code_exception"] == 0.0
-        rate = corpus_metric(items_of(docs_and_answers, "code_exec_rate"))
-        assert rate + sum(shares.values()) == pytest.approx(1.0)
-
-
-@pytest.mark.skipif(not hasattr(sandbox, "FAILURE_CATEGORIES"), reason="the sandbox names no failure categories yet")
 def test_the_yaml_lists_every_failure_category_of_the_sandbox():
     assert set(task._code_failure_metrics()) == {f"code_{c}" for c in sandbox.FAILURE_CATEGORIES}
 
 
-def test_a_sandbox_that_cannot_start_gives_nan_not_a_crash(tmp_path, monkeypatch, caplog):
+def test_a_sandbox_that_cannot_start_leaves_the_code_metrics_undefined(tmp_path, monkeypatch, caplog):
     """After generation, an isolation failure (here a child that cannot set up) is reported,
     never raised: lm-eval would lose the run."""
     broken_child = tmp_path / "broken_child.py"
     broken_child.write_text("import sys\nsys.exit('cannot set up: no /proc here')\n")
     monkeypatch.setattr(sandbox.runner, "CHILD_MODULES", (("snippet", broken_child),))
     with caplog.at_level(logging.WARNING):
-        figures = score.code_metrics(["def isolated():\n    return 42"], ["code_timeout"])
-    assert math.isnan(figures["code_exec_rate"]) and math.isnan(figures["code_timeout"])
+        (outcomes,) = score.run_code([["def isolated():\n    return 42"]])
+    assert outcomes is None
+    assert set(score.code_values(outcomes, ["code_timeout"]).values()) == {None}
     assert "sandbox cannot be set up" in caplog.text and "no /proc here" in caplog.text
 
 
 # ------------------------------------------------------------------------ knowledge recall
 
 
-def test_knowledge_recall_leaves_out_examples_without_reference_knowledge(caplog):
+def test_knowledge_recall_leaves_out_examples_without_reference_knowledge():
     """Issue 16, point 2: an example whose reference cites no knowledge scored 1.0 whatever the
-    answer cited. Now it is NaN, counted in knowledge_skipped, and lm-eval's nanmean leaves it out."""
-    from lm_eval.api.metrics import nanmean
-
+    answer cited. Now it is undefined (null), counted in knowledge_skipped, and the mean leaves
+    it out."""
     cites = document(clauses=json.dumps([{"clause": "x", "evidence": {"CWT": [1]}, "knowledge": [0, 1]}]))
     cites_none = document(clauses=json.dumps([{"clause": "y", "evidence": {"CWT": [1]}, "knowledge": []}]))
     answer = "1. x\nEvidence: CWT [1]\nKnowledge: [0]"
     results = [task.process_results(doc, [answer]) for doc in (cites, cites_none, cites_none)]
     recalls = [r["knowledge_recall"] for r in results]
-    assert recalls[0] == 0.5 and math.isnan(recalls[1]) and math.isnan(recalls[2])
-    assert nanmean(recalls) == 0.5  # the mean over the one example that has reference knowledge
+    assert recalls == [0.5, None, None]
+    assert mean_defined(recalls) == 0.5  # the mean over the one example that has reference knowledge
     assert task.total([r["knowledge_skipped"] for r in results]) == 2.0
-    # no example with reference knowledge: NaN, and the run says why
-    only_none = [task.process_results(cites_none, [answer])]
-    assert math.isnan(nanmean([r["knowledge_recall"] for r in only_none]))
-    with caplog.at_level(logging.WARNING):
-        corpus_metric([r["bertscore_f1"] for r in only_none])
-    assert "no reference cites knowledge, so knowledge_recall is NaN" in caplog.text
+    # no example with reference knowledge: undefined, null in the results
+    assert mean_defined(recalls[1:]) is None
 
 
 def test_bertscore_model_offline_works_for_fin_lfqa(caplog):
@@ -362,8 +372,9 @@ def test_bertscore_model_offline_works_for_fin_lfqa(caplog):
     doc = with_settings(data.to_document(hub_record(), index_base=0), bertscore_model="offline")
     reference = prompt.render_answer(data.reference_clauses(doc))
     with caplog.at_level(logging.INFO):
-        assert corpus_metric(items_of([(doc, reference)], "bertscore_f1")) == pytest.approx(1.0, abs=1e-4)
-    assert "all_minilm_l6_v2" in caplog.text
+        recorded, values = staged([(doc, reference)])
+    assert values[0]["bertscore_f1"] == pytest.approx(1.0, abs=1e-4) == recorded[0]["bertscore_f1"]
+    assert "all_minilm_l6_v2" in caplog.text  # the model it used is named
 
 
 def test_bertscore_model_offline_without_its_package_stops_the_load(tmp_path, monkeypatch):
@@ -372,20 +383,16 @@ def test_bertscore_model_offline_without_its_package_stops_the_load(tmp_path, mo
         UTILS.load_validation(data_path=str(write_hub_fixture(tmp_path / "copy.jsonl")), bertscore_model="offline")
 
 
-def test_bertscore_aggregation_names_its_model(caplog):
-    doc = with_settings(data.to_document(hub_record(), index_base=0), bertscore_model=textsim.offline_bertscore_model())
-    items = items_of([(doc, prompt.render_answer(data.reference_clauses(doc)))], "bertscore_f1")
-    with caplog.at_level(logging.INFO):
-        assert corpus_metric(items) == pytest.approx(1.0, abs=1e-4)
-    assert "all_minilm_l6_v2" in caplog.text
+def test_a_bertscore_model_that_is_not_here(tmp_path, caplog):
     # a model that is not here fails when the dataset loads, before generation...
-    settings = task.BENCHMARK.read_settings("fin_lfqa", {"judge": "none", "bertscore_model": "/nonexistent/model"})
+    path = str(write_hub_fixture(tmp_path / "copy.jsonl"))
     with pytest.raises(SettingsError, match="no model folder '/nonexistent/model'.*'offline'"):
-        task.BENCHMARK.dataset("validation", [doc], settings)
-    # ...and one that went missing after that is NaN at aggregation, never a crash
+        UTILS.load_validation(data_path=path, judge="none", bertscore_model="/nonexistent/model")
+    # ...and one that went missing after that is undefined, never a crash
+    doc = document()
     settings = json.loads(doc["settings"])
     missing = dict(doc, settings=json.dumps({**settings, "values": {**settings["values"], "bertscore_model": "/gone"}}))
-    assert math.isnan(corpus_metric(items_of([(missing, "x")], "bertscore_f1")))
+    assert values_of([(missing, "x")], "bertscore_f1") == [None]
 
 
 def test_the_judge_gets_the_papers_inputs_and_criteria():
@@ -404,10 +411,11 @@ def test_the_judge_gets_the_papers_inputs_and_criteria():
 
 def test_without_a_judge_the_judge_metrics_say_skipped(monkeypatch, caplog):
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
-    doc_and_answer = [(document(), "1. a\nEvidence: CWT [9]")]
     with caplog.at_level(logging.WARNING):
-        assert corpus_metric(items_of(doc_and_answer, "judge_skipped")) == 1.0
-        assert math.isnan(corpus_metric(items_of(doc_and_answer, "judge_score")))
+        recorded, values = staged([(document(), "1. a\nEvidence: CWT [9]")])
+    assert values[0]["judge_skipped"] == 1.0
+    assert [values[0][name] for name in judge.JUDGE_METRICS if name != "judge_skipped"] == [None] * 6
+    assert recorded[0]["judge"] == {"spec": None, "prompt_version": None, "reply": None, "error": None, "scores": None}
     assert "no judge configured" in caplog.text
 
 
@@ -441,22 +449,23 @@ def judged_document(**metadata):
     return with_settings(data.to_document(hub_record(), index_base=0), **metadata)
 
 
-def test_judge_setup_problems_at_aggregation_are_reported_not_raised(caplog):
+def test_judge_setup_problems_in_the_filter_stage_are_reported_not_raised(caplog):
     # settings are checked when the dataset loads; a document whose settings went wrong after
     # that (edited samples, another version) still gets a failure, not an exception
     doc = judged_document(judge="openai:http://127.0.0.1:9/v1#m")
     settings = json.loads(doc["settings"])
     settings["judge_options"] = {"concurrency": 0}
     doc = dict(doc, settings=json.dumps(settings))
-    doc_and_answer = [(doc, "1. setup\nEvidence: CWT [1]")]
+    failures = len(stage.FAILURES)
     with caplog.at_level(logging.WARNING):
-        assert corpus_metric(items_of(doc_and_answer, "judge_failure")) == 1.0
-        assert math.isnan(corpus_metric(items_of(doc_and_answer, "judge_score")))
-        assert corpus_metric(items_of(doc_and_answer, "judge_parse_failure")) == 0.0
+        recorded, values = staged([(doc, "1. setup\nEvidence: CWT [1]")])
+    assert (values[0]["judge_failure"], values[0]["judge_parse_failure"], values[0]["judge_score"]) == (1.0, 0.0, None)
+    assert recorded[0]["judge"]["error"].startswith("judge setup:")
     assert "cannot be set up" in caplog.text
+    assert stage.FAILURES[failures:] == [stage.JudgeFailures("fin_lfqa", 1, 0, 1, recorded[0]["judge"]["error"])]
 
 
-def test_metadata_judge_options_reach_the_judge_at_aggregation(judge_cache, monkeypatch, caplog):
+def test_metadata_judge_options_reach_the_judge_in_the_filter_stage(judge_cache, monkeypatch, caplog):
     """judge_max_retries and judge_backoff_s from --metadata: the failing request is sent once,
     not 1 + 4 times; it counts as a judge failure, not a parse failure."""
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE_OPTIONS", raising=False)
@@ -465,10 +474,11 @@ def test_metadata_judge_options_reach_the_judge_at_aggregation(judge_cache, monk
         doc = judged_document(judge=f"openai:{server.base_url}#m", judge_max_retries=0, judge_backoff_s=0)
         answers = [(doc, "1. fine\nEvidence: CWT [1]"), (doc, "1. [[status:500]]\nEvidence: CWT [1]")]
         with caplog.at_level(logging.WARNING):
-            assert corpus_metric(items_of(answers, "judge_score")) == 12.0
+            recorded, values = staged(answers)
         assert server.stats()["calls"] == 2
-    assert corpus_metric(items_of(answers, "judge_failure")) == 0.5
-    assert corpus_metric(items_of(answers, "judge_parse_failure")) == 0.0
+    assert [v["judge_score"] for v in values] == [12.0, None]
+    assert [(v["judge_failure"], v["judge_parse_failure"]) for v in values] == [(0.0, 0.0), (1.0, 0.0)]
+    assert recorded[1]["judge"]["error"].startswith("HTTP 500") and recorded[0]["judge"]["reply"] == verdict
     assert "the judge failed on 1 of 2 documents (first error: HTTP 500" in caplog.text
     assert "HTTP 500" in caplog.text
 
@@ -495,17 +505,23 @@ def test_verdict_parser(text, expected):
     assert got == expected
 
 
-def test_summary_by_hand():
-    verdicts = [judge.JudgeVerdict(5, 4, 3), judge.JudgeVerdict(3, 2, 1), None, None]
-    summary = judge.summarise_verdicts(verdicts)
-    assert summary == {
-        "judge_score": 9.0, "judge_accuracy": 4.0, "judge_numerical": 3.0, "judge_entailment": 2.0,
-        "judge_parse_failure": 0.5, "judge_failure": 0.0, "judge_skipped": 0.0,
+def test_judge_values_by_hand():
+    spec = "openai:http://127.0.0.1:8000/v1#m"
+    read = judge.judge_details(ParsedAnswer(judge.JudgeVerdict(5, 4, 3), "{...}", None), spec)
+    assert judge.judge_values(read) == {
+        "judge_score": 12.0, "judge_accuracy": 5.0, "judge_numerical": 4.0, "judge_entailment": 3.0,
+        "judge_failure": 0.0, "judge_parse_failure": 0.0, "judge_skipped": 0.0,
     }
-    # a request that failed for good is a judge failure, not a parse failure
-    failed = judge.summarise_verdicts(verdicts, [None, None, None, "connection failed"])
-    assert (failed["judge_parse_failure"], failed["judge_failure"]) == (0.25, 0.25)
-    assert set(summary) == set(judge.JUDGE_METRICS)
+    assert read["scores"] == {"accuracy": 5, "numerical_correctness": 4, "evidence_entailment": 3}
+    # unreadable: no scores, a parse failure; failed for good: a judge failure, not a parse failure
+    unread = judge.judge_values(judge.judge_details(ParsedAnswer(None, "no scores", None), spec))
+    failed = judge.judge_values(judge.judge_details(ParsedAnswer(None, None, "connection failed"), spec))
+    assert (unread["judge_score"], unread["judge_parse_failure"], unread["judge_failure"]) == (None, 1.0, 0.0)
+    assert (failed["judge_score"], failed["judge_parse_failure"], failed["judge_failure"]) == (None, 0.0, 1.0)
+    # no judge configured: skipped, every other judge metric undefined
+    assert judge.judge_values(judge.judge_details(None, None)) == {**dict.fromkeys(judge.JUDGE_METRICS),
+                                                                   "judge_skipped": 1.0}
+    assert set(judge.judge_values(read)) == set(judge.JUDGE_METRICS)
 
 
 class ScriptedJudge:
@@ -535,37 +551,22 @@ class ScriptedJudge:
         return replies
 
 
-def logged_sample(doc_id, doc, answer):
-    """A sample as lm-eval --log_samples writes it (after a JSON round trip)."""
-    return json.loads(json.dumps({
-        "doc_id": doc_id, "doc": doc, "target": "", "arguments": {}, "resps": [[answer]],
-        "filtered_resps": [answer], "filter": "none", "metrics": ["judge_score"],
-    }))
-
-
-def test_rescore_logged_samples_in_one_batch():
-    doc = document()
-    samples = [
-        logged_sample(0, doc, "1. good\nEvidence: CWT [1]"),
-        logged_sample(1, doc, "1. garble first\nEvidence: CWT [1]"),
-        logged_sample(2, doc, "hopeless"),
-        logged_sample(3, doc, "unreachable"),
-    ]
+def test_the_judge_sees_every_answer_in_one_batch_and_reasks_only_the_unreadable(monkeypatch):
     scripted = ScriptedJudge()
-    metrics, details = task.rescore(samples, scripted)
+    monkeypatch.setattr(stage, "judge_for", lambda settings: scripted)
+    doc = judged_document(judge="hf:scripted", bertscore_model="offline")
+    answers = ["1. good\nEvidence: CWT [1]", "1. garble first\nEvidence: CWT [1]", "hopeless", "unreachable"]
+    failures = len(stage.FAILURES)
+    recorded, values = staged([(doc, answer) for answer in answers])
     assert scripted.batches == [4, 2, 1]  # one batch, then re-asks of the unparsable only
-    assert metrics["judge_score"] == 12.0
-    assert (metrics["judge_parse_failure"], metrics["judge_failure"]) == (0.25, 0.25)
+    assert [v["judge_score"] for v in values] == [12.0, 12.0, None, None]
+    assert [(v["judge_parse_failure"], v["judge_failure"]) for v in values] == [(0.0, 0.0), (0.0, 0.0), (1.0, 0.0),
+                                                                                (0.0, 1.0)]
+    assert mean_defined([v["judge_score"] for v in values]) == 12.0
     verdict = '{"accuracy": 4, "numerical_correctness": 5, "evidence_entailment": 3}'
-    assert details[0] == {"doc_id": 0, "judge_failure": False, "parse_failure": False, "judge_error": None,
-                          "judge_reply": verdict, "accuracy": 4, "numerical_correctness": 5,
-                          "evidence_entailment": 3, "judge_score": 12}
-    assert details[2] == {"doc_id": 2, "judge_failure": False, "parse_failure": True, "judge_error": None,
-                          "judge_reply": "no scores"}
-    assert details[3] == {"doc_id": 3, "judge_failure": True, "parse_failure": False,
-                          "judge_error": "connection failed (after 5 attempts)", "judge_reply": None}
-
-
-def test_rescore_rejects_samples_of_another_task():
-    with pytest.raises(ValueError, match="no FinLFQA document"):
-        task.rescore([{"doc_id": 0, "doc": {"query": "x"}, "resps": [["a"]]}], ScriptedJudge())
+    assert recorded[0]["judge"] == {"spec": "hf:scripted", "prompt_version": judge.JUDGE_PROMPTS_HASH, "reply": verdict,
+                                    "error": None, "scores": json.loads(verdict)}
+    assert (recorded[2]["judge"]["reply"], recorded[2]["judge"]["scores"]) == ("no scores", None)
+    assert recorded[3]["judge"]["error"] == "connection failed (after 5 attempts)"
+    assert stage.FAILURES[failures:] == [
+        stage.JudgeFailures("fin_lfqa", 1, 1, 4, "connection failed (after 5 attempts)")]

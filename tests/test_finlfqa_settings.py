@@ -4,12 +4,11 @@ model wrapper around lm-eval's own dummy model, and the tasks' loaders. The embe
 runs them end to end in test_e2e_finlfqa.py."""
 
 import importlib.util
-import math
 
 import pytest
 from lm_eval.api.instance import Instance
 
-from lm_eval_fin import attribution, paths
+from lm_eval_fin import attribution, paths, records
 from lm_eval_fin.benchmarks.fin_lfqa import data, prompt, refine, task
 from lm_eval_fin.harness import multistep
 from lm_eval_fin.harness.settings import SettingsError
@@ -217,4 +216,20 @@ def test_multistep_tasks_list_their_metrics():
     doc = document("fin_lfqa_iterative")
     results = task.process_results(doc, [GOOD])
     assert set(results) == end_to_end | {"refine_rounds", "refine_done"}
-    assert math.isnan(results["refine_rounds"]) and math.isnan(results["refine_done"])  # no trace: no rounds known
+    # no trace (an answer lm-eval's --use_cache served): no rounds known
+    assert (results["refine_rounds"], results["refine_done"]) == (None, None)
+    traced = task.process_results(doc, [records.encode(GOOD, {"trace": {"rounds": 2, "done": True, "steps": []}})])
+    assert (traced["refine_rounds"], traced["refine_done"]) == (2.0, 1.0)
+
+
+def test_the_filter_stage_keeps_each_documents_steps_in_its_record(monkeypatch):
+    """The steps the wrapper ran for a document reach its record, scored or --predict_only."""
+    monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
+    docs = [dict(document("fin_lfqa_iterative", bertscore_model="offline"), id=f"doc{i}") for i in range(2)]
+    trace = {"rounds": 1, "done": False, "steps": [{"step": "answer", "reply": GOOD}]}
+    for predict in ("0", "1"):
+        monkeypatch.setenv("LM_EVAL_FIN_PREDICT_ONLY", predict)
+        multistep.keep_trace("fin_lfqa_iterative", docs[0], trace)
+        kept = [records.decode(text) for text in task.score_answers([["1. Up."], ["1. Flat."]], docs)]
+        assert [r["trace"] for r in kept] == [trace, None]
+        assert ("bertscore_f1" in kept[0]) == (predict == "0")  # scored, or only kept

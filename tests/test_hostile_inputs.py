@@ -65,23 +65,24 @@ def test_megabytes_and_deep_nesting_are_bounded_reads():
     assert f > 0
 
 
-def test_every_task_counts_the_answers_it_cut(tmp_path):
-    """A megabyte answer is scored on its start and counted in truncated_answers, per task."""
-    from lm_eval_fin import paths
+def test_every_task_counts_the_answers_it_cut(monkeypatch):
+    """A megabyte answer is scored on its start and counted in truncated_answers, per task: the
+    filter stage cuts it and says so in the record, process_results counts it."""
+    from lm_eval_fin import paths, records
     from lm_eval_fin.benchmarks.fin_agentbench import task as agentbench
     from lm_eval_fin.benchmarks.fin_ems import task as ems
     from lm_eval_fin.benchmarks.fin_lfqa import task as lfqa
 
+    monkeypatch.delenv("LM_EVAL_FIN_PREDICT_ONLY", raising=False)
     huge = "[1, 0, 2]" + " filler" * (cleantext.MAX_ANSWER_CHARS // 7 + 10)
     docs = {
-        agentbench.process_results_doc: agentbench.load_document_ranking(
-            data_path=str(paths.data_path("finagentbench_demo")))["test"][0],
-        ems.process_results: ems.load_dataset(
-            data_path=str(paths.data_path("ems_demo")), judge="none", bertscore_model="offline")["test"][0],
-        lfqa.process_results: lfqa.load_validation(
-            data_path=str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), judge="none",
-            bertscore_model="offline")["validation"][0],
+        agentbench: agentbench.load_document_ranking(data_path=str(paths.data_path("finagentbench_demo")))["test"][0],
+        ems: ems.load_dataset(data_path=str(paths.data_path("ems_demo")), judge="none",
+                              bertscore_model="offline")["test"][0],
+        lfqa: lfqa.load_validation(data_path=str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), judge="none",
+                                   bertscore_model="offline")["validation"][0],
     }
-    for process_results, doc in docs.items():
-        assert process_results(doc, [huge])["truncated_answers"] == 1.0, process_results
-        assert process_results(doc, ["[1, 0, 2]"])["truncated_answers"] == 0.0, process_results
+    for module, doc in docs.items():
+        texts = module.score_answers([[huge], ["[1, 0, 2]"]], [doc, doc])
+        assert len(records.decode(texts[0])["answer"]) == cleantext.MAX_ANSWER_CHARS, module
+        assert [module.process_results(doc, [text])["truncated_answers"] for text in texts] == [1.0, 0.0], module

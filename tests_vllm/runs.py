@@ -15,7 +15,6 @@ samples of the judged ones.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 from collections.abc import Callable
@@ -112,21 +111,16 @@ def in_unit_range(results: dict, *metrics: str) -> None:
         assert 0.0 <= value <= 1.0, (metric, value)
 
 
-def undefined(value) -> bool:
-    """No value: absent, null, or NaN (a file written before results became strict JSON)."""
-    return value is None or (isinstance(value, float) and math.isnan(value))
-
-
 def check_judged_ems(results: dict, scorers=("llm", "rouge", "bertscore")) -> float:
-    """The EMS figures of a judged fin_ems run: in range over the documents the judge scored,
-    undefined when it scored none (a judge failure is never a score); returns the share of
-    documents left unjudged."""
+    """The EMS figures of a judged fin_ems run (lm-eval's results entry): in range over the
+    documents the judge scored, null when it scored none (a judge failure is never a score);
+    returns the share of documents left unjudged."""
     unjudged = results["judge_failure,none"] + results["judge_parse_failure,none"]
     assert 0.0 <= unjudged <= 1.0
     for scorer in scorers:
         for part in ("precision", "recall", "f1"):
-            value = results.get(f"ems_{scorer}_{part},none")
-            assert undefined(value) if unjudged == 1.0 else 0.0 <= value <= 1.0, (scorer, part, value)
+            value = results[f"ems_{scorer}_{part},none"]
+            assert value is None if unjudged == 1.0 else 0.0 <= value <= 1.0, (scorer, part, value)
     return unjudged
 
 
@@ -144,16 +138,6 @@ def copy_judged_runs(served_runs: RunPool, root: Path) -> Path:
         assert run.returncode in (0, 1), run.stderr[-3000:]  # 1: EMS left documents unjudged
         shutil.copytree(served_runs.output(f"served/{name}"), root / name)
     return root
-
-
-def judged_results(root: Path) -> dict:
-    """task -> (results, judge section) of every judged_results file ``lm-eval-fin score`` wrote
-    under ``root``."""
-    found = {}
-    for path in root.rglob("judged_results_*.json"):
-        document = json.loads(path.read_text())
-        found.update({task: (document["results"][task], document["judge"]) for task in document["results"]})
-    return found
 
 
 class RunPool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+from tests.logged_runs import ems_judge_usage
 from tests_vllm import figures
 from tests_vllm.runs import check_judged_ems, in_unit_range, results_of
 
@@ -37,7 +38,8 @@ def test_fin_ems_judged_in_harness_holds_one_engine_at_a_time(runs):
     figures.record("run ems_judged: documents left unjudged", f"{unjudged:.2f}")
     # documents the judge left unjudged make the command fail, after lm-eval wrote its results
     assert run.returncode == (1 if unjudged else 0), run.stderr[-3000:]
-    assert results["ems_judge_model_calls,none"] > 0 and results["ems_judge_completion_tokens,none"] > 0
+    ((_, usage),) = ems_judge_usage(run.stderr)
+    assert usage["model_calls"] > 0 and usage["completion_tokens"] > 0
     # the judge engine starts once, after the model under test's engine was shut down, and is
     # released before the process ends
     log = run.stderr

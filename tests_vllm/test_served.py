@@ -31,12 +31,12 @@ import pytest
 
 from lm_eval_fin import cli, paths
 from lm_eval_fin.judge import JudgeOptions, JudgeRequest, load_judge
+from tests.logged_runs import ems_judge_usage, read_task_run
 from tests_vllm import figures
 from tests_vllm.runs import (
     check_judged_ems,
     copy_judged_runs,
     in_unit_range,
-    judged_results,
     metric_names,
     results_of,
 )
@@ -160,20 +160,18 @@ def test_score_of_the_served_runs_against_the_server(served_runs, servers, tmp_p
     root = copy_judged_runs(served_runs, tmp_path / "served")
     served_runs.result("served/agentbench")  # the server has no other client now: its counter is ours
     monkeypatch.setenv("LM_EVAL_FIN_CACHE", str(tmp_path / "score.sqlite"))
-    argv = ["score", str(root), "--judge", server.judge_spec, "--judge_max_tokens", "16"]
+    argv = ["score", str(root), "--judge", server.judge_spec, "--judge_max_tokens", "16", "--confirm_run_unsafe_code"]
     before = server.requests_served()
     status = cli.main(argv)
     capsys.readouterr()
-    judged = judged_results(root)
-    assert set(judged) == {"fin_ems", "fin_lfqa"}
-    sent = {task: judge["stats"][task]["model_calls"] for task, (_, judge) in judged.items()}
-    assert server.requests_served() - before == sum(sent.values()) and sent["fin_lfqa"] == 2
-    lfqa, _ = judged["fin_lfqa"]
+    assert server.requests_served() > before
+    lfqa_run, _ = read_task_run(root / "lfqa", "fin_lfqa", model="fin-replay")
+    lfqa = lfqa_run.results["results"]["fin_lfqa"]
     assert (lfqa["judge_failure,none"], lfqa["judge_parse_failure,none"]) == (0.0, 0.0)
     assert 3.0 <= lfqa["judge_score,none"] <= 15.0
-    check_judged_ems(judged["fin_ems"][0])
-    stats = [judge["stats"][task] for task, (_, judge) in judged.items()]
-    assert status == (1 if any(s["failures"] or s["parse_failures"] for s in stats) else 0)
+    ems_run, _ = read_task_run(root / "ems", "fin_ems", model="fin-replay")
+    unjudged = check_judged_ems(ems_run.results["results"]["fin_ems"])
+    assert status == (1 if unjudged else 0)
 
     # again: every answer from the cache, nothing reaches the server
     before = server.requests_served()
@@ -201,7 +199,8 @@ def test_fin_ems_judged_by_the_served_judge(served_runs, runs, servers):
     in_unit_range(results, "bleu", "bertscore_f1", "rouge_l_f1")
     unjudged = check_judged_ems(results)
     assert run.returncode == (1 if unjudged else 0), run.stderr[-3000:]
-    assert results["ems_judge_model_calls,none"] > 0
+    ((_, usage),) = ems_judge_usage(run.output)
+    assert usage["model_calls"] > 0
     assert metric_names(results) == metric_names(results_of(runs.output("ems_judged"), "fin_ems"))
     # the judge's requests reached the server with their JSON schema, which vLLM enforced
     assert STRUCTURED_JSON in servers[0].log_text()

@@ -4,8 +4,9 @@
 once per logged run, with the model ``fin-replay`` and the run's tasks. Each task's loader
 takes its documents from the run's samples file instead of reading data (the documents as
 they were logged, so a transcript fitted to the model's context stays as it was), with the
-settings they were run with and the scoring judge; ``fin-replay`` answers each request with the
-logged answer of its document. The rest is a normal lm-eval run: the filter stage scores the
+settings they were run with and the scoring judge (the run's judge options, under those
+``score`` is given); ``fin-replay`` answers each request with the logged answer of its
+document. The rest is a normal lm-eval run: the filter stage scores the
 answers (:mod:`lm_eval_fin.harness.stage`), ``process_results`` gives the per-sample values,
 lm-eval aggregates them and writes ``results_<date>.json`` and ``samples_<task>_<date>.jsonl``
 (with a new date) beside the run's own files. One difference: the prompts of the scored
@@ -80,6 +81,20 @@ def _doc_id(sample: dict) -> int:
     return doc_id if isinstance(doc_id, int) else 0
 
 
+def check_samples(path: str | Path) -> tuple[dict, ...]:
+    """The logged samples of one file, each checked to carry the settings its run had
+    (:class:`ReplayError` naming the file and document otherwise)."""
+    samples = _samples(str(path))
+    for sample in samples:
+        doc = sample["doc"]
+        if not isinstance(doc, dict) or not isinstance(doc.get("settings"), str):
+            raise ReplayError(
+                f"{path}: document {sample.get('doc_id')} carries no settings: "
+                "not a sample of an lm-eval-fin task (or logged by an older version)"
+            )
+    return samples
+
+
 def logged_documents(task: str) -> tuple[list[dict], RunSettings] | None:
     """The documents of ``task`` as they were logged (without their settings) and the settings
     to score them with (the logged ones, with the plan's judge); None unless this process
@@ -87,18 +102,13 @@ def logged_documents(task: str) -> tuple[list[dict], RunSettings] | None:
     current = plan()
     if current is None or task not in current.tasks:
         return None
-    samples = _samples(current.tasks[task])
-    docs = []
-    for sample in samples:
-        doc = sample["doc"]
-        if not isinstance(doc, dict) or not isinstance(doc.get("settings"), str):
-            raise ReplayError(
-                f"{current.tasks[task]}: document {sample.get('doc_id')} carries no settings: "
-                "not a sample of an lm-eval-fin task (or logged by an older version)"
-            )
-        docs.append({key: value for key, value in doc.items() if key != "settings"})
+    samples = check_samples(current.tasks[task])
+    docs = [{key: value for key, value in sample["doc"].items() if key != "settings"} for sample in samples]
     logged = RunSettings.from_json(samples[0]["doc"]["settings"])
-    settings = dataclasses.replace(logged, judge=current.judge, judge_options=dict(current.judge_options))
+    # the run's judge options (a judge_max_tokens in its metadata) stand where score names none:
+    # the same requests as the run's, so what its judge answered comes from the cache
+    options = {**logged.judge_options, **current.judge_options}
+    settings = dataclasses.replace(logged, judge=current.judge, judge_options=options)
     return docs, settings
 
 

@@ -10,10 +10,13 @@ What it does:
 
 1. Finds the samples files (:func:`lm_eval_fin.runfiles.find_samples_files`: the given
    ``samples_<task>_<date>.jsonl`` file, or every such file under the given folder) and keeps
-   those of our tasks, grouped by run (their folder and lm-eval's run id).
+   those of our tasks, grouped by run (their folder and lm-eval's run id); the runs ``score``
+   wrote itself are left out where the folder holds others (they hold the same answers).
 2. Checks, before any model loads: the judge spec and options (``--judge none`` scores without
-   a judge), that the samples can be read, and ``--confirm_run_unsafe_code`` for tasks whose
-   scoring runs model code (as lm-eval asks of ``run``).
+   a judge), that the samples can be read and carry their run's settings,
+   ``--confirm_run_unsafe_code`` for tasks whose scoring runs model code (as lm-eval asks of
+   ``run``), and, as ``run`` does, that the judge's model or server and the judge cache can
+   be used.
 3. Replays each run through lm-eval (:mod:`lm_eval_fin.harness.replay`): the same filter stage,
    ``process_results`` and aggregations as a live run, on the logged documents and answers.
    lm-eval writes a normal results file and samples files (a new run id) into
@@ -38,7 +41,7 @@ from pathlib import Path
 
 from lm_eval_fin import exit_status, runfiles
 from lm_eval_fin.flags import spellings
-from lm_eval_fin.harness import replay, run, taskfiles
+from lm_eval_fin.harness import replay, run, stage, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.harness.settings import NO_JUDGE
 
@@ -74,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
     try:
         return _score(args, benchmarks)
-    except (ScoreError, runfiles.SamplesError) as exc:
+    except (ScoreError, runfiles.SamplesError, replay.ReplayError) as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exit_status.USAGE
 
@@ -101,12 +104,25 @@ def runs_to_score(path: Path, tasks: list[str] | None, benchmarks: Sequence[Benc
     if not ours:
         found = ", ".join(sorted({f.task for f in files}))
         raise ScoreError(f"none of the tasks found ({found}) is an lm-eval-fin task")
+    # a run score wrote holds the answers of the run it scored: scoring both again would
+    # double the folder's runs at each re-run
+    ours = [f for f in ours if not written_by_score(f)] or ours
     for f in ours:
-        runfiles.read_samples(f.path)  # every file readable before anything starts
+        replay.check_samples(f.path)  # every file readable and ours before anything starts
     by_run: dict[tuple[Path, str], list[runfiles.SamplesFile]] = defaultdict(list)
     for f in ours:
         by_run[f.run_key].append(f)
     return by_run
+
+
+def written_by_score(samples: runfiles.SamplesFile) -> bool:
+    """Whether the samples file belongs to a run that ``score`` wrote (its model: ``fin-replay``)."""
+    results = samples.results_path
+    try:
+        config = json.loads(results.read_text(encoding="utf-8")).get("config") if results else None
+    except (OSError, ValueError):
+        return False
+    return isinstance(config, dict) and config.get("model") == replay.MODEL_NAME
 
 
 def model_name(files: Sequence[runfiles.SamplesFile]) -> str:
@@ -145,18 +161,22 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
               file=sys.stderr)
     replay.register_model()
     failed = False
-    for (folder, date), files in by_run.items():
-        output = args.output_path or folder.parent
-        scored: list[Path] = []
-        for repeat in range(args.judge_repeat):
-            seeded = {**options, "seed": options.get("seed", defaults.seed) + repeat} if args.judge_repeat > 1 else options
-            before = set(output.rglob("results_*.json"))
-            failures = _replay(files, spec, seeded, output, unsafe, f"run {date or folder}")
-            scored += sorted(set(output.rglob("results_*.json")) - before)
-            run.report_failures(PROG, failures)
-            failed = failed or bool(failures)
-        if args.judge_repeat > 1 and spec is not None:
-            print(judge_stability(scored))
+    try:
+        for (folder, date), files in by_run.items():
+            output = args.output_path or folder.parent
+            scored: list[Path] = []
+            for repeat in range(args.judge_repeat):
+                seeded = {**options, "seed": options.get("seed", defaults.seed) + repeat} if args.judge_repeat > 1 \
+                    else options
+                before = set(output.rglob("results_*.json"))
+                failures = _replay(files, spec, seeded, output, unsafe, f"run {date or folder}")
+                scored += sorted(set(output.rglob("results_*.json")) - before)
+                run.report_failures(PROG, failures)
+                failed = failed or bool(failures)
+            if args.judge_repeat > 1 and spec is not None:
+                print(judge_stability(scored))
+    finally:
+        stage.close_judges()  # one judge for every run scored, its engine freed when the command ends
     return exit_status.INCOMPLETE if failed else exit_status.OK
 
 

@@ -76,6 +76,7 @@ def predict_only(argv: Sequence[str] | None = None) -> bool:
         return value.strip().lower() not in ("", "0", "false", "no")
     argv = list(sys.argv if argv is None else argv)
     program = Path(argv[0]) if argv else Path()
+    # ``python -m lm_eval`` runs lm_eval/__main__.py; another program's -x means something else
     if program.name not in ("lm_eval", "lm-eval") and program.parts[-2:] != ("lm_eval", "__main__.py"):
         return False
     return any(arg in ("--predict_only", "-x") or arg.startswith("--predict_only=") for arg in argv[1:])

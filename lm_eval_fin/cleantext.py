@@ -11,6 +11,7 @@ costs bounded time and memory and never the run.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 # The first 200k characters of an answer are read: fifty times the longest answer a
 # benchmark asks for (fin_lfqa's 2048 tokens), and bounded work for every parser.
@@ -96,6 +97,10 @@ def writable(value: object) -> object:
     return value
 
 
+def _writable_kwargs(kwargs: Mapping[str, object]) -> dict[str, object]:
+    return {key: writable(value) for key, value in kwargs.items()}
+
+
 class WritableInputs:
     """A mixin for ``evaluate`` modules (put it before ``evaluate.Metric``): evaluate writes
     every input to an Arrow file before ``_compute`` sees it, and one lone surrogate in one
@@ -106,11 +111,11 @@ class WritableInputs:
     def add_batch(self, *, predictions=None, references=None, **kwargs):
         """Add a batch of predictions and references (lone surrogates replaced)."""
         return super().add_batch(  # type: ignore[misc]
-            predictions=writable(predictions), references=writable(references), **writable(kwargs)
+            predictions=writable(predictions), references=writable(references), **_writable_kwargs(kwargs)
         )
 
     def add(self, *, prediction=None, reference=None, **kwargs):
         """Add one prediction and reference (lone surrogates replaced)."""
         return super().add(  # type: ignore[misc]
-            prediction=writable(prediction), reference=writable(reference), **writable(kwargs)
+            prediction=writable(prediction), reference=writable(reference), **_writable_kwargs(kwargs)
         )

@@ -232,8 +232,9 @@ def matched(values: Iterable[float], against: Iterable[float]) -> list[bool]:
 
 def prf_of_values(predicted: Sequence[float], reference: Sequence[float]) -> tuple[float, float, float]:
     """Precision, recall, F1 of two value sets; both empty gives (1, 1, 1), one empty (0, 0, 0)."""
-    predicted, reference = set(predicted), set(reference)
-    return prf(sum(matched(predicted, reference)), len(predicted), sum(matched(reference, predicted)), len(reference))
+    predicted_set, reference_set = set(predicted), set(reference)
+    return prf(sum(matched(predicted_set, reference_set)), len(predicted_set),
+               sum(matched(reference_set, predicted_set)), len(reference_set))
 
 
 def numeric_prf(prediction: str | None, reference: str | None) -> tuple[float, float, float]:

@@ -100,7 +100,8 @@ def embedded_model() -> Path:
             model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name)
             # The tensors are already de-quantised to float32; drop the GGUF marker so that
             # transformers agrees to save them as plain safetensors.
-            model.hf_quantizer = None
+            # transformers sets hf_quantizer on the model without declaring it on PreTrainedModel
+            model.hf_quantizer = None  # type: ignore[assignment]
             model.config.quantization_config = None
             if hasattr(model.config, "__dict__"):
                 model.config.__dict__.pop("quantization_config", None)

@@ -25,12 +25,18 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any, SupportsFloat, SupportsIndex, TypeVar
 
 from lm_eval_fin.cleantext import read_answer
 from lm_eval_fin.jsontext import strip_fences
 
 GAINS = ("exponential", "linear")
 RELEVANCE_THRESHOLD = 1
+
+# A candidate id: whatever the caller's candidates are (ints, strings), handed back as given.
+Id = TypeVar("Id", bound=Hashable)
+# A grade as a qrel holds it: whatever float() reads (other values raise ValueError).
+Grade = str | SupportsFloat | SupportsIndex
 
 
 def _gain(grade: float, gain: str) -> float:
@@ -43,7 +49,7 @@ def _discounted(grades: Iterable[float], gain: str) -> float:
     return sum(_gain(g, gain) / math.log2(i + 2) for i, g in enumerate(grades))
 
 
-def _grades(qrel: Mapping[Hashable, object]) -> dict[str, float]:
+def _grades(qrel: Mapping[Any, Grade]) -> dict[str, float]:
     grades = {}
     for key, value in qrel.items():
         try:
@@ -56,7 +62,7 @@ def _grades(qrel: Mapping[Hashable, object]) -> dict[str, float]:
     return grades
 
 
-def unique(ranking: Iterable[Hashable]) -> list[Hashable]:
+def unique(ranking: Iterable[Id]) -> list[Id]:
     """First occurrence of each id, in order (ids compared by their string form)."""
     seen: set[str] = set()
     kept = []
@@ -70,7 +76,7 @@ def unique(ranking: Iterable[Hashable]) -> list[Hashable]:
 
 def rank_metrics(
     ranking: Sequence[Hashable] | None,
-    qrel: Mapping[Hashable, object],
+    qrel: Mapping[Any, Grade],
     k: int,
     gain: str = "exponential",
 ) -> dict[str, float]:
@@ -132,7 +138,7 @@ def _integers(text: str) -> list[int]:
     return [int(m) for m in _INTEGER.findall(text)]
 
 
-def _label_order(text: str, labels: Mapping[Hashable, str]) -> list[Hashable]:
+def _label_order(text: str, labels: Mapping[Id, str]) -> list[Id]:
     """Candidates named on enumerated lines ("1. 10-K"), in line order; a line naming several
     labels (or none) names no candidate."""
     patterns = {
@@ -150,9 +156,9 @@ def _label_order(text: str, labels: Mapping[Hashable, str]) -> list[Hashable]:
 
 def parse_ranking(
     text: object,
-    candidates: Sequence[Hashable],
-    labels: Mapping[Hashable, str] | None = None,
-) -> list[Hashable] | None:
+    candidates: Sequence[Id],
+    labels: Mapping[Id, str] | None = None,
+) -> list[Id] | None:
     """Read a model's bracketed index list, e.g. ``"[4, 2, 1, 0, 3]"``, tolerantly.
 
     Code fences and prose around the list are ignored. The readings tried, in order, are:
@@ -183,7 +189,7 @@ def parse_ranking(
     by_key = {str(c): c for c in candidates}
     text = strip_fences(text)
 
-    def usable(ids: Iterable[Hashable]) -> list[Hashable]:
+    def usable(ids: Iterable[Hashable]) -> list[Id]:
         return unique(by_key[str(i)] for i in ids if str(i) in by_key)
 
     bodies = _BRACKETED.findall(text)
@@ -200,5 +206,6 @@ def parse_ranking(
         if ranking:
             return ranking
     if labels:
-        return usable(_label_order(text, labels)) or None
+        named: list[Id] = _label_order(text, labels)
+        return usable(named) or None
     return None

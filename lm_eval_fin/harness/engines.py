@@ -45,7 +45,7 @@ class ParkedEngine:
     def __init__(self, llm: Any, model_args: dict):
         self._model_config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
         self._model_args = model_args
-        self._live = None
+        self._live: Any = None  # the rebuilt vllm.LLM, while there is one
 
     @property
     def model_config(self) -> Any:

@@ -130,6 +130,7 @@ def prompt_fitter(metadata: Mapping[str, Any], max_gen_toks: int, task: str) -> 
     max_length = metadata.get("max_length") or metadata.get("max_model_len")
     if not max_length:
         config_name, config_kwargs = config_arguments(metadata)
+        assert config_name is not None, "the model named for the tokenizer names the config too"
         try:
             from lm_eval.models.utils import resolve_max_length
             from transformers import AutoConfig

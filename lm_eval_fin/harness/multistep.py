@@ -190,7 +190,7 @@ class MultiStepLM(LM):
         self.base.barrier()
 
     def get_model_info(self) -> dict:
-        info = getattr(self.base, "get_model_info", dict)()
+        info: dict[str, Any] = getattr(self.base, "get_model_info", dict)()
         return {**info, "multistep_base": self.base_name}
 
     def __getattr__(self, name: str) -> Any:  # batch_sizes, tokenizer, ...: the base model's

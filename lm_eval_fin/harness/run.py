@@ -163,11 +163,11 @@ def only_our_tasks(tasks: Sequence[str]) -> Iterator[None]:
         keywords["include_defaults"] = False
         index(self, *positional, **keywords)
 
-    TaskManager.__init__ = ours_only  # type: ignore[method-assign]
+    TaskManager.__init__ = ours_only
     try:
         yield
     finally:
-        TaskManager.__init__ = index  # type: ignore[method-assign]
+        TaskManager.__init__ = index
 
 
 def report_failures(prog: str, failures: Sequence[stage.JudgeFailures]) -> None:

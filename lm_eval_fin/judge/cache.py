@@ -192,7 +192,7 @@ class Claimant:
         return cls(uuid.uuid4().hex, socket.gethostname(), pid, _pid_start(pid))
 
 
-def _claim_alive(host: str, pid: int, pid_start: str | None, heartbeat: float, here: Claimant) -> bool:
+def _claim_alive(here: Claimant, host: str, pid: int, pid_start: str | None, heartbeat: float) -> bool:
     if host == here.host:
         return _pid_alive(pid, pid_start)
     return time.time() - heartbeat < CLAIM_LEASE_S
@@ -396,7 +396,7 @@ class JudgeCache:
                     take = []
                     for key in chunk:
                         other = held.get(key)
-                        if other is None or other[0] == claimant.owner or not _claim_alive(*other[1:], here=claimant):
+                        if other is None or other[0] == claimant.owner or not _claim_alive(claimant, *other[1:]):
                             take.append(key)
                     conn.executemany(
                         "INSERT OR REPLACE INTO claims VALUES (?, ?, ?, ?, ?, ?)",
@@ -417,7 +417,7 @@ class JudgeCache:
             "SELECT owner, host, pid, pid_start, MAX(heartbeat) FROM claims WHERE owner != ? GROUP BY owner",
             (claimant.owner,),
         ).fetchall()
-        dead = [(owner,) for owner, *holder in owners if not _claim_alive(*holder, here=claimant)]
+        dead = [(owner,) for owner, *holder in owners if not _claim_alive(claimant, *holder)]
         conn.executemany("DELETE FROM claims WHERE owner = ?", dead)
 
     @_guarded

@@ -306,9 +306,12 @@ class CachedJudge(Judge):
                     "%s: %d of %d judge requests failed for good; first error: %s",
                     desc, stats.failures, stats.requests, recorder.first_error,
                 )
-        return responses  # type: ignore[return-value]  # every slot is filled above
+        filled = [response for response in responses if response is not None]
+        assert len(filled) == len(responses), "fail_unreported above fills every slot left"
+        return filled
 
-    def _from_cache(self, keys: list[str], resolved: list[JudgeRequest], stats: BatchStats):
+    def _from_cache(self, keys: list[str], resolved: list[JudgeRequest],
+                    stats: BatchStats) -> tuple[list[JudgeResponse | None], list[_Miss]]:
         """Responses filled from the cache; the misses, each once, with the batch positions
         it answers (identical requests in one batch are sent once). A refresh request is a miss
         unless its answer was stored during this run (by this judge or another process)."""
@@ -515,7 +518,7 @@ def complete_parsed_answers(
         stats.add(BatchStats(parse_failures=total.parse_failures,
                              extra={"parse_retries": parse_retries, "unparsable_resent": resent}))
     try:
-        judge.last_batch = total  # type: ignore[attr-defined]
+        judge.last_batch = total
     except AttributeError:
         pass
     if parse_retries or resent or total.parse_failures:
@@ -538,7 +541,7 @@ def _ensure_visible_logging() -> None:
     package_logger.propagate = False
 
 
-def load_judge(spec: str | None = None, options: JudgeOptions | None = None) -> Judge | None:
+def load_judge(spec: str | None = None, options: JudgeOptions | None = None) -> CachedJudge | None:
     """The judge named by ``spec`` (else ``$LM_EVAL_FIN_JUDGE``); None if neither is set.
     ``options`` left as None are ``$LM_EVAL_FIN_JUDGE_OPTIONS`` over the defaults.
 

@@ -29,6 +29,7 @@ import itertools
 import logging
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.base import JudgeConfigError, JudgeRequest, JudgeResponse
@@ -63,8 +64,10 @@ class HFBackend:
     def __init__(self, spec: JudgeSpec, options: JudgeOptions):
         self.spec = spec
         self.batch_size = options.batch_size or DEFAULT_BATCH_SIZE
-        self.model = None
-        self.tokenizer = None
+        # Any: transformers' annotations do not follow these calls (apply_chat_template's
+        # return type depends on its flags; generate belongs to the class the Auto loader picks)
+        self.model: Any = None
+        self.tokenizer: Any = None
 
     def _load(self) -> None:
         import torch
@@ -93,7 +96,8 @@ class HFBackend:
         tokenizer.padding_side = "left"
         if tokenizer.pad_token_id is None:
             tokenizer.pad_token = tokenizer.eos_token
-        self.model = model.to(device).eval()
+        # transformers wraps to() with functools.wraps(Module.to), whose type reads as unbound
+        self.model = model.to(device).eval()  # type: ignore[arg-type]
         self.tokenizer = tokenizer
         eos = self.model.generation_config.eos_token_id
         if eos is None:
@@ -110,8 +114,8 @@ class HFBackend:
         order = sorted(range(len(requests)), key=lambda i: (params(i), sum(len(m["content"]) for m in requests[i].messages)))
         batches: list[list[int]] = []
         for _, group in itertools.groupby(order, key=params):
-            group = list(group)
-            batches += [group[s : s + self.batch_size] for s in range(0, len(group), self.batch_size)]
+            members = list(group)
+            batches += [members[s : s + self.batch_size] for s in range(0, len(members), self.batch_size)]
         return batches
 
     def _completion_length(self, row) -> int:
@@ -147,6 +151,7 @@ class HFBackend:
                 return_dict=True,
                 return_tensors="pt",
             ).to(self.model.device)
+            assert first.temperature is not None, "the judge resolves each request before its backend sees it"
             sampling = first.temperature > 0
             kwargs = {"max_new_tokens": first.max_tokens, "do_sample": sampling,
                       "pad_token_id": self.tokenizer.pad_token_id}

@@ -55,8 +55,8 @@ import json
 import os
 import time
 import urllib.error
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Coroutine, Mapping, Sequence
+from typing import Any, TypeVar
 
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.base import JudgeConfigError, JudgeRequest, JudgeResponse
@@ -64,6 +64,8 @@ from lm_eval_fin.judge.endpoints import Endpoint, EndpointPool
 from lm_eval_fin.judge.options import JudgeOptions
 from lm_eval_fin.judge.preflight import SCORE_LATER, served_models
 from lm_eval_fin.judge.spec import BackendKind, JudgeSpec, register_backend
+
+T = TypeVar("T")
 
 RETRYABLE_STATUS = frozenset({408, 409, 429})
 RETRY_AFTER_STATUS = frozenset({429, 503})
@@ -145,8 +147,6 @@ def retry_after_seconds(headers: Mapping[str, str] | None, now: float | None = N
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    if when is None:
-        return None
     return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
@@ -182,7 +182,7 @@ def classify_error(exc: BaseException, timeout_s: float) -> tuple[bool, str, flo
     raise exc
 
 
-def run_sync(coroutine):
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from synchronous code, also inside a running event
     loop (a notebook, an async caller), where ``asyncio.run`` is not allowed."""
     try:
@@ -270,8 +270,9 @@ class OpenAIBackend:
         try:
             await asyncio.gather(*tasks, return_exceptions=True)
             for task in tasks:
-                if not task.cancelled() and task.exception() is not None:
-                    raise task.exception()
+                error = None if task.cancelled() else task.exception()
+                if error is not None:
+                    raise error
             if stop:
                 raise stop[0]
         finally:

@@ -49,6 +49,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from lm_eval_fin.judge.base import JudgeRequest, JudgeResponse
@@ -68,7 +69,7 @@ INSTALL_HINT = (
 )
 
 
-def _import_vllm():
+def _import_vllm() -> ModuleType:
     try:
         import vllm
     except ImportError as exc:

@@ -70,12 +70,11 @@ class FilingIndex:
 
     def scores(self, question: str) -> dict[int, float]:
         """BM25 score of every chunk for ``question`` (chunk index -> score)."""
-        known = []
-        if self._retriever is not None:
-            known = [token for token in tokenize(question) if token in self._retriever.vocab_dict]
-        if not known:
+        retriever = self._retriever
+        known = [] if retriever is None else [token for token in tokenize(question) if token in retriever.vocab_dict]
+        if retriever is None or not known:
             return {i: 0.0 for i in self.indices}
-        return {i: float(s) for i, s in zip(self.indices, self._retriever.get_scores(known))}
+        return {i: float(s) for i, s in zip(self.indices, retriever.get_scores(known))}
 
 
 def order_by_score(scores: Mapping[int, float]) -> list[int]:

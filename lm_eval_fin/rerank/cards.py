@@ -24,6 +24,7 @@ always have a card to show.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from typing import Any
 
 from lm_eval_fin.jsontext import as_enum, as_flag, as_share, as_strings, parse_json_object
@@ -165,7 +166,7 @@ def normalise_card(raw: dict[str, Any]) -> dict[str, Any] | None:
         return None
     temporal = _section(raw, "temporal")
     verifiability = _section(raw, "verifiability")
-    table = verifiability.get("table") if isinstance(verifiability.get("table"), dict) else {}
+    table = _section(verifiability, "table")
     scope = _section(raw, "scope")
     measurement = _section(raw, "measurement")
     answerability = _section(raw, "answerability")
@@ -255,7 +256,7 @@ def fallback_card(chunk_text: str) -> dict[str, Any]:
 # How a card is shown to the judge in stages 2 and 3
 
 
-def render_card(chunk_id: int, card: dict[str, Any]) -> str:
+def render_card(chunk_id: int, card: Mapping[str, Any]) -> str:
     """One compact line per card: the fields that carry signal (those an ablation left in
     the card), none of the chunk's text.
 
@@ -298,7 +299,7 @@ def render_card(chunk_id: int, card: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def fills_quota(card: dict[str, Any], quota: str) -> bool:
+def fills_quota(card: Mapping[str, Any], quota: str) -> bool:
     """Whether a card can fill a coverage quota.
 
     * trend: a table with a time dimension: time columns, or at least two named periods, or

@@ -92,7 +92,7 @@ def without(card: Mapping[str, Any], groups: Sequence[str]) -> dict[str, Any]:
     trimmed = copy.deepcopy(dict(card))
     for group in groups:
         for path in _ABLATED[trimmed["kind"]][group]:
-            holder = trimmed
+            holder: object = trimmed
             for key in path[:-1]:
                 holder = holder.get(key) if isinstance(holder, dict) else None
             if isinstance(holder, dict):

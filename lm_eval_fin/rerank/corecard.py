@@ -38,6 +38,7 @@ must not calculate. The figures stay in the card for the audit and the numeric m
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from lm_eval_fin.cleantext import as_text
@@ -233,7 +234,7 @@ def figure_kinds(spans: list[str]) -> list[str]:
     return list(dict.fromkeys(kinds))
 
 
-def render(chunk_id: int, card: dict[str, Any]) -> str:
+def render(chunk_id: int, card: Mapping[str, Any]) -> str:
     """One line per card, with whatever fields the card (after an ablation) still has.
 
     >>> print(render(7, fallback_card("Pumps segment revenue | 2025 | 2024\\nEurope | $820.1 | $760.3\\nTotal | 1,240 | 1,146")))
@@ -274,7 +275,7 @@ def render(chunk_id: int, card: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
-def fills_quota(card: dict[str, Any], quota: str) -> bool:
+def fills_quota(card: Mapping[str, Any], quota: str) -> bool:
     """Trend: a table with a time dimension (two period columns, or a change column).
     Definition: the chunk defines a metric or states a measurement or accounting policy."""
     aux = card.get("aux", {})

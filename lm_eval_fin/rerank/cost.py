@@ -17,8 +17,12 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import TypeVar
 
 from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse
+
+# what a cost is booked to: a card's chunk key, an owner tuple
+Item = TypeVar("Item", bound=Hashable)
 
 
 @dataclass
@@ -62,7 +66,7 @@ def costs_by_stage(costs: Mapping[Hashable, Cost]) -> dict[str, Cost]:
     return totals
 
 
-def split_by_use(costs: Mapping[Hashable, Cost], used_by: Sequence[Collection[Hashable]]) -> list[dict[str, float]]:
+def split_by_use(costs: Mapping[Item, Cost], used_by: Sequence[Collection[Item]]) -> list[dict[str, float]]:
     """Each user's share of ``costs``: an item's cost is split evenly over the users whose
     collection holds it (``used_by[i]`` holds the items user i uses).
 
@@ -117,18 +121,24 @@ class MeteredJudge(Judge):
             seen[key] += 1
         return responses
 
+    # A wrapped test double without stats raises AttributeError here, so getattr(metered, "stats", None)
+    # is None, as for the double itself.
     @property
-    def stats(self) -> BatchStats | None:
-        return getattr(self.judge, "stats", None)
+    def stats(self) -> BatchStats:
+        return self.judge.stats
+
+    @stats.setter
+    def stats(self, value: BatchStats) -> None:
+        self.judge.stats = value
 
     @property
-    def last_batch(self) -> BatchStats | None:
-        return getattr(self.judge, "last_batch", None)
+    def last_batch(self) -> BatchStats:
+        return self.judge.last_batch
 
     @last_batch.setter
     def last_batch(self, value: BatchStats) -> None:
         try:
-            self.judge.last_batch = value  # type: ignore[attr-defined]
+            self.judge.last_batch = value
         except AttributeError:
             pass
 

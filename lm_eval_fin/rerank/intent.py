@@ -15,6 +15,7 @@ evidence that the question is a plain lookup.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from lm_eval_fin.jsontext import as_enum, as_flag, as_strings, parse_json_object
@@ -81,7 +82,9 @@ def intent_request(question: str, max_tokens: int) -> JudgeRequest:
 def normalise_intent(raw: dict[str, Any]) -> dict[str, Any] | None:
     if not any(field in raw for field in INTENT_SCHEMA["properties"]):
         return None
-    temporal = raw.get("temporal") if isinstance(raw.get("temporal"), dict) else {}
+    temporal = raw.get("temporal")
+    if not isinstance(temporal, dict):
+        temporal = {}
     return {
         "topic": as_enum(raw.get("topic"), TOPICS, "Other"),
         "entities": as_strings(raw.get("entities"), limit=8),
@@ -130,7 +133,7 @@ _DEFINITION_WORDS = re.compile(
 )
 
 
-def coverage_quotas(intent: dict[str, Any] | None, question: str) -> list[str]:
+def coverage_quotas(intent: Mapping[str, Any] | None, question: str) -> list[str]:
     """The quotas that apply to a question: ``trend`` for trend and comparison questions,
     ``definition`` for definition and policy questions (from the intent's relation, or from
     keywords of the question when there is no intent or it names no relation).

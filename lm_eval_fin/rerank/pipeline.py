@@ -146,7 +146,7 @@ class QueryState:
     query: Query
     stage1: bm25.Stage1
     cards: dict[int, dict] = field(default_factory=dict)  # candidate chunk -> its card (as the stages see it)
-    card_share: dict[str, float] = field(default_factory=lambda: Cost().as_dict())
+    card_share: Mapping[str, float] = field(default_factory=lambda: Cost().as_dict())
     intent: dict | None = None
     quotas: list = field(default_factory=list)
     named: list[int] | None = None  # the zero-shot baseline's ranking
@@ -189,6 +189,7 @@ class _Run:
         to the chunks that request showed)."""
         if not requests:
             return []
+        assert self.judge is not None, "run_fincards refuses a variant that asks a judge when there is none"
         self.judge.expect(requests, owners)
         answers = complete_parsed_answers(
             self.judge, requests, parse, desc=f"fincards {stage}", max_attempts=self.config.max_attempts
@@ -465,7 +466,7 @@ def variant_result(state: QueryState, qi: int, variant: str, run: _Run) -> Varia
     for c in ranking:
         why.setdefault(c, f"not placed by {variant}: BM25 order (rank {state.bm25_rank[c]})")
     with_cards = variant in CARD_VARIANTS
-    cost_fields = cost.as_dict()
+    cost_fields: Mapping[str, float] = cost.as_dict()
     if with_cards:
         cost_fields = {name: value + state.card_share[name] for name, value in cost_fields.items()}
     result = VariantResult(

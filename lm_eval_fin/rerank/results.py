@@ -57,7 +57,7 @@ class VariantResult:
     variant: str
     ranking: list[int] | None
     audit: dict[str, Any]
-    cost: dict[str, float]
+    cost: Mapping[str, float]
     scores: dict[str, float] | None = None
     rank_variance: float | None = None
     variance_measured: bool = True

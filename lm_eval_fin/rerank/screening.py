@@ -236,7 +236,8 @@ def parse_selection(text: object, group_ids: Sequence[int], high: int = MAX_KEEP
     raw = parse_json_object(text)
     entries: list[Any] = []
     if raw is not None:
-        entries = raw.get("selected") if isinstance(raw.get("selected"), list) else []
+        selected = raw.get("selected")
+        entries = selected if isinstance(selected, list) else []
         if not entries:
             entries = next((v for v in raw.values() if isinstance(v, list)), [])
     if not entries:

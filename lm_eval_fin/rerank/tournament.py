@@ -63,6 +63,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Hashable, Mapping, Sequence
+from typing import Generic, TypeVar
 
 from lm_eval_fin.jsontext import as_id, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
@@ -75,6 +76,9 @@ MAX_ROUNDS = 5
 JACCARD_STOP = 0.9
 SINGLETON_POINTS = 0.5
 AGGREGATIONS = ("borda", "mean_rank", "votes")
+
+# a candidate: a chunk id in the pipeline, any hashable in the helpers' examples
+Item = TypeVar("Item", bound=Hashable)
 
 
 def group_size(n: int, small: int = SMALL_GROUP, large: int = LARGE_GROUP) -> int:
@@ -104,7 +108,7 @@ def balanced_sizes(n: int, size: int) -> list[int]:
     return [base + 1] * larger + [base] * (groups - larger)
 
 
-def regroup(items: Sequence[Hashable], size: int, rng: random.Random) -> list[list[Hashable]]:
+def regroup(items: Sequence[Item], size: int, rng: random.Random) -> list[list[Item]]:
     """Shuffle ``items`` with ``rng`` and cut them into :func:`balanced_sizes` groups for
     the target ``size``."""
     shuffled = list(items)
@@ -127,16 +131,16 @@ def borda_points(group_len: int, rank: int) -> float:
     return (group_len - rank) / (group_len - 1)
 
 
-def round_points(ranked_groups: Sequence[Sequence[Hashable]]) -> dict[Hashable, float]:
+def round_points(ranked_groups: Sequence[Sequence[Item]]) -> dict[Item, float]:
     """Points of one round from its groups' rankings (best first)."""
-    points: dict[Hashable, float] = {}
+    points: dict[Item, float] = {}
     for ranking in ranked_groups:
         for rank, item in enumerate(ranking, start=1):
             points[item] = points.get(item, 0.0) + borda_points(len(ranking), rank)
     return points
 
 
-def round_votes(ranked_groups: Sequence[Sequence[Hashable]], top_k: int) -> dict[Hashable, float]:
+def round_votes(ranked_groups: Sequence[Sequence[Item]], top_k: int) -> dict[Item, float]:
     """Votes of one round: 1 for the first ceil(top_k * g / n) of each group of g (of n
     candidates in all), 0 for the rest.
 
@@ -144,7 +148,7 @@ def round_votes(ranked_groups: Sequence[Sequence[Hashable]], top_k: int) -> dict
     {'a': 1.0, 'b': 0.0, 'c': 0.0, 'd': 0.0, 'e': 1.0, 'f': 0.0, 'g': 0.0, 'h': 0.0}
     """
     n = sum(len(ranking) for ranking in ranked_groups)
-    votes: dict[Hashable, float] = {}
+    votes: dict[Item, float] = {}
     for ranking in ranked_groups:
         share = math.ceil(top_k * len(ranking) / n) if n else 0
         for rank, item in enumerate(ranking, start=1):
@@ -152,7 +156,7 @@ def round_votes(ranked_groups: Sequence[Sequence[Hashable]], top_k: int) -> dict
     return votes
 
 
-def round_ranks(ranked_groups: Sequence[Sequence[Hashable]]) -> dict[Hashable, tuple[int, int]]:
+def round_ranks(ranked_groups: Sequence[Sequence[Item]]) -> dict[Item, tuple[int, int]]:
     """(1-based rank, group size) of every item of one round."""
     return {item: (rank, len(ranking)) for ranking in ranked_groups for rank, item in enumerate(ranking, start=1)}
 
@@ -186,7 +190,7 @@ def sample_variance(values: Sequence[float]) -> float:
     return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
 
 
-def rank_variance(rounds: Sequence[Sequence[Sequence[Hashable]]], items: Sequence[Hashable]) -> float | None:
+def rank_variance(rounds: Sequence[Sequence[Sequence[Item]]], items: Sequence[Item]) -> float | None:
     """The rank variance of ``items`` (the final top k) over ``rounds`` (each a list of
     ranked groups): the mean over the items of the sample variance of their normalised rank
     across rounds; with one round, the mean of :func:`random_rank_variance` of their groups
@@ -206,7 +210,7 @@ def rank_variance(rounds: Sequence[Sequence[Sequence[Hashable]]], items: Sequenc
     return sum(variances) / len(variances)
 
 
-def order_by_points(points: Mapping[Hashable, float], prior: Sequence[Hashable]) -> list[Hashable]:
+def order_by_points(points: Mapping[Item, float], prior: Sequence[Item]) -> list[Item]:
     """Items by descending points; equal points keep their position in ``prior``.
 
     >>> order_by_points({"a": 1.0, "b": 2.0, "c": 1.0}, prior=["c", "b", "a"])
@@ -227,7 +231,7 @@ def jaccard(a: set, b: set) -> float:
     return len(a & b) / len(a | b)
 
 
-def complete_ranking(ranking: Sequence[Hashable] | None, group_prior: Sequence[Hashable]) -> list[Hashable]:
+def complete_ranking(ranking: Sequence[Item] | None, group_prior: Sequence[Item]) -> list[Item]:
     """A full ranking of the group: the judge's order, then what it left out in prior order
     (the whole group in prior order when there is no ranking)."""
     ranked = list(ranking or [])
@@ -235,13 +239,13 @@ def complete_ranking(ranking: Sequence[Hashable] | None, group_prior: Sequence[H
     return ranked + [item for item in group_prior if item not in listed]
 
 
-class Tournament:
+class Tournament(Generic[Item]):
     """The bootstrap rounds of one query: plan a round's groups, record their rankings, repeat
     until :attr:`finished`. Holds the per-round trace used by the audit."""
 
     def __init__(
         self,
-        candidates: Sequence[Hashable],
+        candidates: Sequence[Item],
         seed: str | int,
         top_k: int,
         max_rounds: int = MAX_ROUNDS,
@@ -265,10 +269,10 @@ class Tournament:
         self.early_stop = early_stop
         self.size = group_size(len(self.prior), small, large)  # target; see balanced_sizes
         self._rng = random.Random(str(seed))
-        self._fixed: list[list[Hashable]] | None = None  # the groups kept when not regrouping
-        self.rounds: list[list[list[Hashable]]] = []  # round -> group -> ranking (best first)
-        self.round_orders: list[list[Hashable]] = []  # each round ranked by its own points
-        self.running_orders: list[list[Hashable]] = []  # the aggregate order after each round
+        self._fixed: list[list[Item]] | None = None  # the groups kept when not regrouping
+        self.rounds: list[list[list[Item]]] = []  # round -> group -> ranking (best first)
+        self.round_orders: list[list[Item]] = []  # each round ranked by its own points
+        self.running_orders: list[list[Item]] = []  # the aggregate order after each round
         self.similarities: list[float | None] = []
         self.stopped: str | None = None
 
@@ -276,7 +280,7 @@ class Tournament:
     def finished(self) -> bool:
         return self.stopped is not None or not self.prior
 
-    def plan_round(self) -> list[list[Hashable]]:
+    def plan_round(self) -> list[list[Item]]:
         """The groups of the next round, each in its shuffled presentation order."""
         if self.regroup or self._fixed is None:
             groups = regroup(self.prior, self.size, self._rng)
@@ -285,7 +289,7 @@ class Tournament:
             return groups
         return [self._rng.sample(group, len(group)) for group in self._fixed]
 
-    def record_round(self, rankings: Sequence[Sequence[Hashable] | None], groups: Sequence[Sequence[Hashable]]) -> None:
+    def record_round(self, rankings: Sequence[Sequence[Item] | None], groups: Sequence[Sequence[Item]]) -> None:
         """Record the judge's ranking of each planned group (None: unparsable)."""
         position = {item: i for i, item in enumerate(self.prior)}
         ranked_groups = []
@@ -305,7 +309,7 @@ class Tournament:
         if self.stopped is None and len(self.rounds) >= self.max_rounds:
             self.stopped = "max_rounds"
 
-    def _round_scores(self, ranked_groups: Sequence[Sequence[Hashable]]) -> dict[Hashable, float]:
+    def _round_scores(self, ranked_groups: Sequence[Sequence[Item]]) -> dict[Item, float]:
         """One round's contribution to the aggregate, higher better."""
         if self.aggregation == "votes":
             return round_votes(ranked_groups, self.top_k)
@@ -313,7 +317,7 @@ class Tournament:
             return {item: -float(rank) for item, (rank, _) in round_ranks(ranked_groups).items()}
         return round_points(ranked_groups)
 
-    def points(self) -> dict[Hashable, float]:
+    def points(self) -> dict[Item, float]:
         """The aggregate score of every candidate over the rounds so far, higher better:
         summed Borda points, summed votes, or minus the mean raw rank."""
         total = {item: 0.0 for item in self.prior}
@@ -324,7 +328,7 @@ class Tournament:
             total = {item: value / len(self.rounds) for item, value in total.items()}
         return total
 
-    def final_order(self) -> list[Hashable]:
+    def final_order(self) -> list[Item]:
         return order_by_points(self.points(), self.prior)
 
     def rank_variance(self) -> float | None:
@@ -340,11 +344,11 @@ class Tournament:
         one-round reference value."""
         return len(self.rounds) >= 2
 
-    def round_positions(self, item: Hashable) -> list[int]:
+    def round_positions(self, item: Item) -> list[int]:
         """The item's 1-based position in each round's own ranking."""
         return [order.index(item) + 1 for order in self.round_orders]
 
-    def running_positions(self, item: Hashable) -> list[int]:
+    def running_positions(self, item: Item) -> list[int]:
         """The item's 1-based position in the aggregate ranking after each round."""
         return [order.index(item) + 1 for order in self.running_orders]
 

@@ -13,7 +13,9 @@ and dropping chunks from the end of the list.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lm_eval_fin.harness.fitting import PROMPT_MARGIN_TOKENS, PromptFitter
 
@@ -21,7 +23,7 @@ _CANDIDATE = re.compile(r"^\s*\[[^\[\]\n]*?Index\s+(\d+)\]\s*", re.MULTILINE | r
 _QUESTION = re.compile(r"Question:\s*(.+?)(?:\n\s*\n|\n(?=\S[^\n]*:\s*$)|$)", re.DOTALL)
 
 
-def prompt_text(record: dict) -> str:
+def prompt_text(record: Mapping[str, Any]) -> str:
     """The prompt as the challenge gives it: the content of the (last) user message."""
     users = [m["content"] for m in record["messages"] if m.get("role", "user") == "user"]
     return users[-1] if users else record["messages"][-1]["content"]

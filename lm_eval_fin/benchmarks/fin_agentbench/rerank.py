@@ -222,9 +222,9 @@ def summary_rows(run: RunResult, variants: Sequence[str]) -> list[dict]:
     rows = []
     for variant in variants:
         results = [r for r in run.results if r.variant == variant]
-        scored = [r for r in results if r.scores is not None]
+        scored = [r.scores for r in results if r.scores is not None]
         standing = [r for r in results if r.judge.status != "failed"]
-        variances = [r for r in standing if r.rank_variance is not None]
+        variances = [(r.rank_variance, r.variance_measured) for r in standing if r.rank_variance is not None]
         row: dict[str, Any] = {
             "variant": variant,
             "queries": len(results),
@@ -234,12 +234,12 @@ def summary_rows(run: RunResult, variants: Sequence[str]) -> list[dict]:
             "fallback": sum(r.judge.status == "fallback" for r in results),
         }
         for metric in SCORE_COLUMNS:
-            row[metric] = _mean([r.scores[metric] for r in scored])
+            row[metric] = _mean([scores[metric] for scores in scored])
         row["stage1_candidates"] = _mean([r.candidates for r in results])
         survivors = [r.survivors for r in standing if r.survivors is not None]
         row["stage2_survivors"] = _mean(survivors)
-        row["rank_variance"] = _mean([r.rank_variance for r in variances])
-        row["variance_reference"] = sum(not r.variance_measured for r in variances)
+        row["rank_variance"] = _mean([variance for variance, _ in variances])
+        row["variance_reference"] = sum(not measured for _, measured in variances)
         for name in ("calls", "prompt_tokens", "completion_tokens"):
             row[name] = sum(r.cost[name] for r in results) / len(results) if results else 0.0
         rows.append(row)
@@ -267,10 +267,10 @@ def format_table(rows: Sequence[dict], k: int) -> str:
     lines = [header]
     footnote = False
 
-    def pct(value):
+    def pct(value: float | None) -> str:
         return f"{100 * value:8.2f}" if value is not None else f"{'-':>8}"
 
-    def size(value):
+    def size(value: float | None) -> str:
         return f"{value:8.1f}" if value is not None else f"{'-':>8}"
 
     for row in rows:

@@ -78,7 +78,7 @@ def fit_documents(documents: list[dict], fitter: PromptFitter | None, task: str 
             prompt_tokens=prompt.tokens,
         ))
     cut = [doc for doc in fitted if doc["truncated"]]
-    if cut:
+    if cut and fitter is not None:  # only a fitter cuts
         logger.warning(
             "%s: %d of %d prompts cut to fit max_length=%d with %d answer tokens (%d chunks left out in all; "
             "the question and the instruction are kept whole)",

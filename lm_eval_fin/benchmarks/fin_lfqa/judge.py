@@ -123,12 +123,13 @@ def _objects(value: object) -> list[dict]:
 def _verdict_of(grades: dict[str, list[int | None]]) -> JudgeVerdict | None:
     """The verdict when every criterion has a grade, each in range and, where written twice,
     the same; else None."""
-    scores = {}
+    scores: dict[str, int] = {}
     for name in JUDGE_CRITERIA:
         given = set(grades.get(name, ()))
-        if len(given) != 1 or None in given:
+        grade = given.pop() if len(given) == 1 else None
+        if grade is None:
             return None
-        scores[name] = given.pop()
+        scores[name] = grade
     return JudgeVerdict(**scores)
 
 
@@ -165,7 +166,9 @@ def parse_verdict(text: str | None) -> JudgeVerdict | None:
         if is_scale(answer, match.start("value"), match.end("value")):
             continue  # the rubric restated
         value = float(match.group("value").replace("−", "-"))
-        grades.setdefault(_criterion(match.group("name")), []).append(_grade(value, match.group("scale")))
+        criterion = _criterion(match.group("name"))  # always one: the same patterns found the name
+        if criterion is not None:
+            grades.setdefault(criterion, []).append(_grade(value, match.group("scale")))
     return _verdict_of(grades)
 
 

@@ -73,7 +73,7 @@ def test_score_with_a_model_the_server_does_not_serve_says_what_it_serves(tmp_pa
         done = lm_eval_fin("score", lfqa_samples, "--judge", f"openai:{server.base_url}#gpt-4o",
                            "--confirm_run_unsafe_code", cwd=tmp_path)
         calls = server.stats()["calls"]
-    one_line_error(done, exit_status.USAGE, "the server has no model 'gpt-4o'; it serves judge-a, judge-b")
+    one_line_error(done, exit_status.USAGE, "has no model 'gpt-4o'; it serves judge-a, judge-b")
     assert "again" not in done.stderr and calls == 0
 
 
@@ -198,7 +198,8 @@ def test_exit_2_score_and_rerank_with_a_judge_that_cannot_answer(tmp_path, lfqa_
                                                                    address, request):
     """Each command and each address once: both commands ask lm_eval_fin.judge.preflight."""
     spec = UNRESOLVABLE if address == "unresolvable" else request.getfixturevalue("https_to_http")
-    argv = [lfqa_samples] if command == "score" else ["--data", AGENTBENCH_DEMO, "--variant", "llm", "--limit", "1"]
+    argv = [lfqa_samples, "--confirm_run_unsafe_code"] if command == "score" else [
+        "--data", AGENTBENCH_DEMO, "--variant", "llm", "--limit", "1"]
     done = lm_eval_fin(command, *argv, "--judge", spec, cwd=tmp_path)
     one_line_error(done, exit_status.USAGE, "no answer from")
     assert "again" not in done.stderr  # as `run` says it: no retries, no "run again"
@@ -245,8 +246,9 @@ def test_exit_3_a_read_only_cache_is_named_read_only_and_kept(tmp_path, lfqa_sam
     cache.chmod(0o444)
     env = {**os.environ, "LM_EVAL_FIN_CACHE": str(cache)}
     with ServerProcess(reply="{}", models=["m"]) as server:
-        done = subprocess.run([*prefix, BIN / "lm-eval-fin", "score", lfqa_samples, "--judge",
-                               f"openai:{server.base_url}#m"], capture_output=True, text=True, cwd=tmp_path, env=env)
+        done = subprocess.run([*prefix, BIN / "lm-eval-fin", "score", lfqa_samples, "--confirm_run_unsafe_code",
+                               "--judge", f"openai:{server.base_url}#m"], capture_output=True, text=True, cwd=tmp_path,
+                              env=env)
     one_line_error(done, exit_status.JUDGE_CACHE, f"the judge cache {cache} is read-only")
     assert "delete" not in done.stderr and "copy it" in done.stderr
     assert JudgeCache(cache).get_many(["k"])["k"].text == "t"

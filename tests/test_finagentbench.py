@@ -253,7 +253,7 @@ def test_a_gguf_models_chunk_prompt_is_fitted_and_counted(tmp_path):
     fitter = prompt_fitter(metadata, 128, "fin_agentbench_chunk")
     assert fitter.prompt_tokens(doc["prompt"]) <= 2048 - 128
     assert "Question: What was Northwind's revenue in fiscal 2025?" in doc["prompt"]
-    assert UTILS.process_results_chunk(doc, ["[0]"])["truncated_documents"] == 1.0
+    assert scored(doc, "[0]")["truncated_documents"] == 1.0
 
 
 def test_tokenizer_arguments_follow_lm_evals_models():

@@ -38,6 +38,14 @@ def test_old_spellings_stay_accepted():
     assert (same.doc_types, same.judge_max_tokens, same.card_view) == (args.doc_types, 7, "summary")
 
 
+def test_errors_name_the_snake_case_spelling():
+    parser = cli.build_parser()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["score", "out", "--judge_repeat", "two"])
+    with pytest.raises(SystemExit):
+        parser.parse_args(["score", "out", "--judge-repeat", "two"])
+
+
 def test_a_flag_is_declared_in_snake_case():
     assert spellings("--judge_seed") == ("--judge_seed", "--judge-seed")
     with pytest.raises(ValueError, match="--snake_case"):

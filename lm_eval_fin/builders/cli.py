@@ -24,7 +24,7 @@ from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.benchmarks.fin_ems.data import write_dataset
 from lm_eval_fin.builders import earnings_call as ec
 from lm_eval_fin.exit_status import Problem
-from lm_eval_fin.flags import spellings
+from lm_eval_fin.flags import add_flag
 
 DATASETS = ("earnings-call",)
 
@@ -53,20 +53,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="calendar quarter, e.g. 2024Q3; fiscal labels are never used (with --quarter_basis results, the "
         "default is the paper's calls)",
     )
-    parser.add_argument(
-        *spellings("--quarter_basis"),
-        choices=ec.QUARTER_BASES,
+    add_flag(parser, "--quarter_basis", choices=ec.QUARTER_BASES,
         default=ec.DEFAULT_QUARTER_BASIS,
         help="results (default): the calls reporting that quarter's results, held in the quarter after "
         "it (2024Q3 -> calls held 2024-10-01..2024-12-31, the paper's dataset); call-date: the calls "
         "held in that quarter (2024Q3 -> calls held 2024-07-01..2024-09-30)",
     )
     parser.add_argument("--questions", default=None, help="questions JSON (default: the paper's five)")
-    parser.add_argument(
-        *spellings("--answerer_a"), default=None, help="judge spec of the first answerer (default: --judge)"
+    add_flag(parser, "--answerer_a", default=None, help="judge spec of the first answerer (default: --judge)"
     )
-    parser.add_argument(
-        *spellings("--answerer_b"), default=None, help="judge spec of the second answerer (default: --judge)"
+    add_flag(parser, "--answerer_b", default=None, help="judge spec of the second answerer (default: --judge)"
     )
     parser.add_argument(
         "--consolidator", default=None, help="judge spec of the consolidator (default: --judge)"

@@ -18,7 +18,7 @@ from pathlib import Path
 from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.export import eee, facts, model_index
 from lm_eval_fin.export.facts import ExportError
-from lm_eval_fin.flags import spellings
+from lm_eval_fin.flags import add_flag
 from lm_eval_fin.report import stats
 from lm_eval_fin.runfiles import read_results_dirs
 
@@ -34,14 +34,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="eee: Every Eval Ever aggregate and instance-level records (OUT/data/...); "
                         f"model-index: the model card's results block (OUT/{MODEL_INDEX_FILE})")
     parser.add_argument("--output_path", required=True, help="folder to write into")
-    parser.add_argument(*spellings("--model_id"), dest="model_id", metavar="ORG/NAME",
+    add_flag(parser, "--model_id", dest="model_id", metavar="ORG/NAME",
                         help="the model's Hugging Face id, for runs of a local path or an API model "
                         "(default: the hub id the runs name)")
     parser.add_argument("--organization", default="unknown",
                         help="eee: who ran the evaluation (source_organization_name)")
-    parser.add_argument(*spellings("--evaluator_relationship"), dest="relationship", default="other", choices=eee.RELATIONSHIPS,
+    add_flag(parser, "--evaluator_relationship", dest="relationship", default="other", choices=eee.RELATIONSHIPS,
                         help="eee: the evaluator's relationship to the model")
-    parser.add_argument(*spellings("--source_url"), dest="source_url", default=None,
+    add_flag(parser, "--source_url", dest="source_url", default=None,
                         help="model-index: the URL of the results' source (default: the project's home page "
                         "from its package metadata, where it states one)")
     parser.add_argument("--bootstrap_iters", type=int, default=stats.BOOTSTRAP_RESAMPLES,

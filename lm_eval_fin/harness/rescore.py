@@ -40,7 +40,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lm_eval_fin import exit_status, runfiles
-from lm_eval_fin.flags import spellings
+from lm_eval_fin.flags import add_flag
 from lm_eval_fin.harness import replay, run, stage, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.harness.settings import NO_JUDGE
@@ -63,8 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--output_path", type=Path, default=None,
         help="where lm-eval writes the scored results and samples (default: beside each run's own files)",
     )
-    parser.add_argument(
-        *spellings("--judge_repeat"), type=int, default=1, metavar="N",
+    add_flag(parser, "--judge_repeat", type=int, default=1, metavar="N",
         help="score N times, the judge seed one higher each time (sampling needs --judge_temperature above 0), "
         "then print how well the judge agrees with itself",
     )
@@ -149,12 +148,16 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()] if args.tasks else None
     by_run = runs_to_score(args.path, tasks, benchmarks)
     unsafe = sorted({f.task for files in by_run.values() for f in files if taskfiles.task_config(f.task).get("unsafe_code")})
+    # every problem before any work, one line each: the unsafe flag, a judge server that cannot
+    # answer, an unusable cache
+    problems = []
     if unsafe and not args.confirm_run_unsafe_code:
-        raise ScoreError(f"scoring {', '.join(unsafe)} runs the model's code in the sandbox: pass --confirm_run_unsafe_code")
-    if spec is not None:  # a server that cannot answer, an unusable cache: before any work
-        problems = judge_problems(parse_spec(spec), score_later=False)
-        if problems:
-            return exit_status.report(PROG, problems)
+        problems.append(exit_status.Problem(
+            f"scoring {', '.join(unsafe)} runs the model's code in the sandbox: pass --confirm_run_unsafe_code"))
+    if spec is not None:
+        problems += judge_problems(parse_spec(spec), score_later=False)
+    if problems:
+        return exit_status.report(PROG, problems)
     defaults = JudgeOptions()
     if args.judge_repeat > 1 and options.get("temperature", defaults.temperature) == 0:
         print(f"{PROG}: note: the judge decodes greedily (--judge_temperature 0), so its repeats can only agree",

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from lm_eval_fin import exit_status, paths
 from lm_eval_fin.cleantext import one_line
-from lm_eval_fin.flags import HelpFormatter
+from lm_eval_fin.flags import HelpFormatter, is_alias
 from lm_eval_fin.harness import preflight, stage, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.settings import SettingsError
@@ -65,7 +65,7 @@ def split_arguments(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]
     and an error naming the closest flag, not an argument for lm-eval."""
     parser = run_parser()
     ours, rest = parser.parse_known_args(list(argv))
-    flags = [flag for action in parser._actions for flag in action.option_strings]
+    flags = [flag for action in parser._actions for flag in action.option_strings if not is_alias(flag)]
     for arg in rest:
         name = arg.partition("=")[0]
         if name.startswith("--judge"):

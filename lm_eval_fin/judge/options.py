@@ -74,7 +74,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lm_eval_fin.flags import spellings
+from lm_eval_fin.flags import add_flag
 
 JUDGE_ENV = "LM_EVAL_FIN_JUDGE"
 JUDGE_OPTIONS_ENV = "LM_EVAL_FIN_JUDGE_OPTIONS"
@@ -232,7 +232,7 @@ def add_judge_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = JudgeOptions()
 
     def option(name: str, kind: type | Callable[[str], Any], what: str, default: Any, **more: Any) -> None:
-        group.add_argument(*spellings(f"--judge_{name}"), type=kind, default=None,
+        add_flag(group, f"--judge_{name}", type=kind, default=None,
                            help=f"{what} (default: {default})", **more)
 
     option("max_tokens", int, "answer length of requests that set none", defaults.max_tokens)

@@ -39,7 +39,7 @@ from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.benchmarks.fin_agentbench.data import ChallengeFormatError, load_records
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import parse_challenge_prompt, prompt_text
 from lm_eval_fin.exit_status import Problem
-from lm_eval_fin.flags import spellings
+from lm_eval_fin.flags import add_flag
 from lm_eval_fin.judge import load_judge
 from lm_eval_fin.judge.options import options_from_args
 from lm_eval_fin.judge.preflight import judge_problems
@@ -79,8 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--variant", default="full", choices=[*VARIANTS, "all"],
         help="which row of the paper's ablation to run; 'all' runs every one and prints the table (default: full)",
     )
-    parser.add_argument(
-        *spellings("--doc_types"), type=_doc_types, default=doctype.parse_doc_types(PAPER_DOC_TYPES),
+    add_flag(parser, "--doc_types", type=_doc_types, default=doctype.parse_doc_types(PAPER_DOC_TYPES),
         help=f"keep queries on these filing types, comma-separated ({', '.join(doctype.FORMS)}), or 'all'; "
         f"queries whose type cannot be read are kept and counted (default: {PAPER_DOC_TYPES}, the paper's setting)",
     )
@@ -93,16 +92,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="nDCG gain: exponential (2^g - 1) or linear (g, trec_eval's ndcg_cut)",
     )
     parser.add_argument("--limit", type=int, default=None, help="only the first N queries (after --doc_types)")
-    parser.add_argument(
-        *spellings("--max_attempts"), type=int, default=FinCardsConfig.max_attempts,
+    add_flag(parser, "--max_attempts", type=int, default=FinCardsConfig.max_attempts,
         help="times a judge request is asked before its answer counts as unparsable",
     )
-    parser.add_argument(
-        *spellings("--llm_chunk_chars"), type=int, default=FinCardsConfig.llm_chunk_chars,
+    add_flag(parser, "--llm_chunk_chars", type=int, default=FinCardsConfig.llm_chunk_chars,
         help="at most this many characters of each chunk are shown to the zero-shot llm baseline",
     )
-    parser.add_argument(
-        *spellings("--llm_prompt_chars"), type=int, default=FinCardsConfig.llm_prompt_chars,
+    add_flag(parser, "--llm_prompt_chars", type=int, default=FinCardsConfig.llm_prompt_chars,
         help="characters of chunk text in the llm baseline's prompt, shared by its candidates; the default "
         "fits a 32k-token context",
     )
@@ -112,18 +108,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="core: section 3.2's card (judge-written core, rule-derived triple, evidence spans and auxiliary "
         "fields); b1: the appendix B.1 card",
     )
-    cards.add_argument(
-        *spellings("--card_without"), type=_groups, default=(), metavar="GROUPS",
+    add_flag(cards, "--card_without", type=_groups, default=(), metavar="GROUPS",
         help=f"remove field groups from the cards, comma-separated: {', '.join(cardview.GROUPS)} "
         "(Table 2's 'w/o temporal_data', 'w/o financial_metrics', 'w/o tables', 'w/o scope')",
     )
-    cards.add_argument(
-        *spellings("--card_view"), default=FinCardsConfig.card_view, choices=cardview.VIEWS,
+    add_flag(cards, "--card_view", default=FinCardsConfig.card_view, choices=cardview.VIEWS,
         help="what stages 2 and 3 see: the card, its summary only ('only summary'), or the chunk's text "
         "cut to --raw_chars ('raw chunks (no card)')",
     )
-    cards.add_argument(
-        *spellings("--raw_chars"), type=int, default=FinCardsConfig.raw_chars,
+    add_flag(cards, "--raw_chars", type=int, default=FinCardsConfig.raw_chars,
         help="characters of each chunk shown with --card_view raw",
     )
     stage3 = parser.add_argument_group("stage 3 (the paper's Table 3)")
@@ -131,12 +124,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--rounds", type=int, default=FinCardsConfig.max_rounds,
         help="most bootstrap rounds; 1 is Table 3's single round",
     )
-    stage3.add_argument(*spellings("--fixed_groups"), action="store_true", help="keep the first round's groups (Table 3's fixed grouping)")
+    add_flag(stage3, "--fixed_groups", action="store_true", help="keep the first round's groups (Table 3's fixed grouping)")
     stage3.add_argument(
         "--aggregation", default="borda", choices=[a.replace("_", "-") for a in tournament.AGGREGATIONS],
         help="how rounds are combined: normalised Borda points, mean rank, or top-k votes",
     )
-    stage3.add_argument(*spellings("--no_early_stop"), action="store_true", help="always run --rounds rounds (no Jaccard stop)")
+    add_flag(stage3, "--no_early_stop", action="store_true", help="always run --rounds rounds (no Jaccard stop)")
 
 
 def config_from_args(args: argparse.Namespace, max_tokens: int) -> FinCardsConfig:

@@ -5,8 +5,10 @@ Our options (``--judge``, ``--judge-<option>``) are parsed here, a mistyped ``--
 included; every other argument goes to lm-eval's CLI untouched, so nothing of the harness's
 argument parsing is re-implemented. Before lm-eval starts, every task of ours the command names
 is checked the way its dataset will load (metadata keys, judge spec and options, the data
-itself), each problem one line and exit status 2: a run that cannot finish fails before hours
-of generation, not after. The judge flags reach the tasks as ``$LM_EVAL_FIN_JUDGE`` and
+itself), and what lm-eval would find only once the model is loaded (:mod:`.startchecks`: JSON
+arguments, the unsafe-code flag, ``--limit``, a hub dataset that cannot be reached), each
+problem one line and exit status 2: a run that cannot finish fails before hours of generation,
+not after. lm-eval's "Tasks not found" ends as one line with a hint. The judge flags reach the tasks as ``$LM_EVAL_FIN_JUDGE`` and
 ``$LM_EVAL_FIN_JUDGE_OPTIONS``. When a judge failed on some documents, the command exits with
 status 1 after lm-eval has written its results. Our model wrapper, ``--model fin-refine``
 (:mod:`lm_eval_fin.harness.multistep`), is registered before lm-eval resolves the model name.
@@ -23,7 +25,7 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 
 from lm_eval_fin import exit_status, paths
-from lm_eval_fin.harness import stage, taskfiles
+from lm_eval_fin.harness import stage, startchecks, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.judge.options import (
     JUDGE_ENV,
@@ -133,6 +135,7 @@ def check_tasks(tasks: Sequence[str], metadata: Mapping, benchmarks: Sequence[Be
     from lm_eval_fin.judge.preflight import judge_problem
 
     ours = taskfiles.names()
+    shared = [setting.name for benchmark in benchmarks for setting in benchmark.settings]  # any task ignores these
     judges: set[str] = set()
     for name in tasks:
         if name.startswith("fin_") and name not in ours:
@@ -145,7 +148,7 @@ def check_tasks(tasks: Sequence[str], metadata: Mapping, benchmarks: Sequence[Be
             if benchmark is None:
                 continue
             try:
-                check_user_metadata(task, metadata, benchmark.settings)
+                check_user_metadata(task, metadata, benchmark.settings, shared)
                 settings = benchmark.read_settings(task, metadata)
                 if benchmark.check_data is not None:
                     benchmark.check_data(task, settings)
@@ -198,12 +201,27 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
         return 0
     try:
         environment = judge_environment(ours, argv)
+        problem = startchecks.json_argument_problem(args)
+        if problem:
+            raise RunError(problem)
         lm_args = lm_eval_arguments(args)
         with environment_set(environment):
             check_tasks(lm_args.tasks or [], lm_args.metadata or {}, benchmarks)
+            problems = startchecks.start_problems(lm_args, benchmarks)
     except RunError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exit_status.USAGE
-    failures = call_lm_eval(args, environment)
+    if problems:
+        for problem in problems:
+            print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return exit_status.USAGE
+    try:
+        failures = call_lm_eval(args, environment)
+    except ValueError as exc:  # lm-eval's "Tasks not found" comes before any model loads
+        hint = startchecks.tasks_not_found_hint(exc)
+        if hint is None:
+            raise
+        print(f"{PROG}: error: {hint}", file=sys.stderr)
+        return exit_status.USAGE
     report_failures(PROG, failures)
     return exit_status.INCOMPLETE if failures else exit_status.OK

@@ -260,3 +260,26 @@ def test_the_task_folder_is_declared_as_an_lm_eval_tasks_entry_point():
     spec = importlib.util.find_spec(target)
     assert Path(spec.submodule_search_locations[0]).resolve() == paths.tasks_dir().resolve()
     assert (paths.tasks_dir() / "fin_ems" / "fin_ems.yaml").is_file()
+
+
+# ----------------------------------------------------------------------------- the demo's threads
+
+
+def test_threads_are_the_cpus_the_load_leaves_free():
+    from lm_eval_fin import cpus
+
+    assert [cpus.free_cpus(2, load) for load in (0.0, 0.4, 0.9, 6.0)] == [2, 2, 1, 1]
+    assert cpus.free_cpus(16, 3.2) == 13 and cpus.free_cpus(1, 0.0) == 1
+    assert cpus._quota("max 100000") is None and cpus._quota("250000 100000") == 2.5
+    assert 1 <= cpus.compute_threads() <= cpus.usable_cpus() <= (os.cpu_count() or 1)
+
+
+def test_the_demo_says_how_long_and_keeps_the_threads_the_user_set():
+    from lm_eval_fin import cpus
+    from lm_eval_fin.harness import demo
+
+    assert demo.demo_threads({"OMP_NUM_THREADS": "3"}) == 3
+    assert 1 <= demo.demo_threads({"OMP_NUM_THREADS": "auto"}) <= cpus.usable_cpus()  # the load's choice
+    line = demo.first_line(["fin_agentbench", "fin_ems"], 1)
+    assert line.startswith("lm-eval-fin demo: fin_agentbench, fin_ems on their shipped samples")
+    assert "(1 thread)" in line and f"about {round(demo.QUIET_SECONDS / 60)} minutes on 2 quiet cores" in line

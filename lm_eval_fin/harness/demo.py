@@ -21,7 +21,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lm_eval_fin import cpus, paths
@@ -35,13 +35,18 @@ QUIET_SECONDS = 240
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
+def demo_threads(environ: Mapping[str, str]) -> int:
+    """The threads of the demo's model and BERTScore: ``$OMP_NUM_THREADS`` where the user set
+    it, else the CPUs the machine's load leaves free (:func:`lm_eval_fin.cpus.compute_threads`,
+    which also bounds the sandbox's workers)."""
+    given = environ.get("OMP_NUM_THREADS", "")
+    return int(given) if given.isdigit() and int(given) > 0 else cpus.compute_threads()
+
+
 def set_threads() -> int:
-    """Set the threads of this process's model and BERTScore: ``$OMP_NUM_THREADS`` where the
-    user set it, else the CPUs the machine's load leaves free
-    (:func:`lm_eval_fin.cpus.compute_threads`, which also bounds the sandbox's workers); the
-    tokenizers stay single-threaded."""
-    given = os.environ.get("OMP_NUM_THREADS", "")
-    threads = int(given) if given.isdigit() and int(given) > 0 else cpus.compute_threads()
+    """Set :func:`demo_threads` for this process (before torch loads, or through torch where it
+    has); the tokenizers stay single-threaded."""
+    threads = demo_threads(os.environ)
     for name in THREAD_VARIABLES:
         os.environ[name] = str(threads)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"

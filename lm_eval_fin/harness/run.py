@@ -8,8 +8,8 @@ is checked the way its dataset will load (metadata keys, judge spec and options,
 itself), and what lm-eval would find only once the model is loaded (:mod:`.startchecks`: JSON
 arguments, the unsafe-code flag, ``--limit``, a hub dataset that cannot be reached), each
 problem one line and exit status 2: a run that cannot finish fails before hours of generation,
-not after. lm-eval's "Tasks not found" ends as one line with a hint. The judge flags reach the tasks as ``$LM_EVAL_FIN_JUDGE`` and
-``$LM_EVAL_FIN_JUDGE_OPTIONS``. When a judge failed on some documents, the command exits with
+not after. lm-eval's "Tasks not found" ends as one line with a hint. The judge flags reach the
+tasks as ``$LM_EVAL_FIN_JUDGE`` and ``$LM_EVAL_FIN_JUDGE_OPTIONS``. When a judge failed on some documents, the command exits with
 status 1 after lm-eval has written its results. Our model wrapper, ``--model fin-refine``
 (:mod:`lm_eval_fin.harness.multistep`), is registered before lm-eval resolves the model name.
 """

@@ -130,6 +130,10 @@ def test_a_task_reads_shared_keys_then_its_benchmarks_section_then_its_own():
     assert task_metadata("fin_lfqa_posthoc", metadata)["data_path"] == "val.json"  # its benchmark's section
     assert task_metadata("fin_lfqa_test", metadata)["data_path"] == "test.json"
     assert task_metadata("fin_ems", metadata) == {"bertscore_model": "offline", "max_gen_toks": 7}
+    # a task's own section wins over its group's, even where the group's name is longer
+    grouped = {"fin_lfqa_settings": {"max_rounds": 2}, "fin_lfqa": {"max_rounds": 5}}
+    assert task_metadata("fin_lfqa", grouped)["max_rounds"] == 5
+    assert task_metadata("fin_lfqa_iterative", grouped)["max_rounds"] == 2
     settings = BENCHMARKS["fin_agentbench"].read_settings("fin_agentbench_doc", metadata)
     assert settings["gain"] == "linear" and settings["max_gen_toks"] == 9
 

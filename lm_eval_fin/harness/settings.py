@@ -247,11 +247,11 @@ def sections_of(metadata: Mapping[str, Any]) -> dict[str, Any]:
 
 def task_metadata(task: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
     """The metadata ``task`` reads: the shared keys, then each section covering it, least
-    specific first (its benchmark's or group's, then its own), the later winning. A section
+    specific first (its benchmark's, a group's, then its own), the later winning. A section
     that is not a JSON object is an error."""
     sections = sections_of(metadata)
     resolved = {key: value for key, value in metadata.items() if key not in sections}
-    for name in sorted((name for name in sections if covers(name, task)), key=len):
+    for name in sorted((name for name in sections if covers(name, task)), key=lambda name: (name == task, len(name))):
         if not isinstance(sections[name], Mapping):
             raise SettingsError(
                 f"{task}: metadata {name}: a section must be a JSON object of settings, got {sections[name]!r}"

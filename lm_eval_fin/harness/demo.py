@@ -28,9 +28,12 @@ from lm_eval_fin import cpus, paths
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.run import run_harness
 
-# Seconds of `make demo` on 2 quiet cores (the environment installed; bench figures in the
-# README): what the first line promises.
-QUIET_SECONDS = 240
+# Seconds of `make demo` on 2 cores (the environment installed): what the first line promises.
+# 199 s at load averages 5.4 falling to 1.8 on 2 CPUs (one thread, batches of 4; bench/RESULTS.md).
+QUIET_SECONDS = 180
+# Answers generated at once: 4 documents in a batch took 0.57 of the time each one alone took
+# (bench/bench_demo_threads.py --batch 4), and no task of the demo has more than 6.
+DEMO_BATCH = 4
 # The thread pools the demo's work uses: torch's (OpenMP, MKL), OpenBLAS's (numpy in the sandbox)
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -67,7 +70,7 @@ def first_line(benchmarks: Sequence[str], threads: int) -> str:
 def demo_runs(output_path: str, limit: int | None, benchmarks: Sequence[Benchmark]) -> dict[str, list[str]]:
     """Benchmark -> lm-eval arguments of its demo run."""
     model = ["--model", "hf", "--model_args", f"pretrained={paths.embedded_model()},dtype=float32",
-             "--apply_chat_template", "--batch_size", "1"]
+             "--apply_chat_template", "--batch_size", str(DEMO_BATCH)]
     runs = {}
     for benchmark in benchmarks:
         if benchmark.demo is None:

@@ -6,7 +6,10 @@ bit-parallel algorithm over Python integers instead of rouge-score's quadratic t
 numbers, orders of magnitude faster on answers of a few hundred tokens.
 
 BERTScore uses bert-score's :class:`~bert_score.BERTScorer`. The model is configurable; the
-default is bert-score's English default, ``roberta-large`` (layer 17), as in the papers. When
+default is bert-score's English default, ``roberta-large`` (layer 17), as in the papers; where
+it cannot load (not cached, and the hub unreachable or ``HF_HUB_OFFLINE`` set) and no model was
+named, the tasks use the offline model instead, with a one-line warning
+(:func:`usable_bertscore_model`). When
 the model cannot be loaded (no network and nothing cached, a bad path) :func:`bertscore_f1`
 returns ``None`` and logs a warning naming the model; it never raises, so a task reports the
 metric as missing instead of crashing. The model name ``"offline"`` means the all-MiniLM-L6-v2
@@ -148,6 +151,28 @@ def bertscore_model_problem(name: str | None) -> str | None:
     if problem is None:
         return None
     return f"BERTScore: {problem}; use bertscore_model 'offline' (the packaged MiniLM) or a local model folder"
+
+
+def usable_bertscore_model(preferred: str = DEFAULT_BERTSCORE_MODEL) -> str:
+    """The model a run that names none scores BERTScore with: ``preferred`` (the papers'
+    ``roberta-large``) where it can load here; otherwise ``"offline"``, the packaged MiniLM,
+    with a warning (once per process) that its scores are not comparable with the preferred
+    model's; ``preferred`` again when the MiniLM is not installed either (its problem is then
+    reported as the run starts)."""
+    problem = bertscore_model_problem(preferred)
+    if problem is None or offline_bertscore_model() is None:
+        return preferred
+    _warn_fallback(preferred, problem)
+    return OFFLINE_BERTSCORE
+
+
+@functools.cache
+def _warn_fallback(preferred: str, problem: str) -> None:
+    why = problem.split(";")[0].removeprefix("BERTScore: ")
+    logger.warning(
+        "BERTScore uses the packaged MiniLM ('offline') instead of %s: %s. Its scores are not comparable with "
+        "%s's; name a model with --metadata '{\"bertscore_model\": ...}' to choose.", preferred, why, preferred,
+    )
 
 
 def _layer_count(model: str) -> int:

@@ -186,7 +186,7 @@ def test_version_and_doctor(tmp_path):
     assert lm_eval_fin("--version", cwd=tmp_path).stdout.strip() == f"lm-eval-fin {lm_eval_fin_version()}"
     out = lm_eval_fin("doctor", cwd=tmp_path)
     assert out.returncode == 0, out.stdout
-    for line in ("embedded model", "code sandbox", "BERTScore models", "torch", "vllm"):
+    for line in ("embedded model", "code sandbox", "BERTScore", "torch", "vllm"):
         assert line in out.stdout
     out = lm_eval_fin("doctor", "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m", cwd=tmp_path)
     assert out.returncode == 1 and "FAIL judge" in out.stdout and "start the server first" in out.stdout

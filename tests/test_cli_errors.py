@@ -120,7 +120,7 @@ def test_run_stops_before_generation_when_prompts_cannot_be_fitted(tmp_path):
 def test_run_names_a_bertscore_model_that_cannot_load_offline(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home")}
     done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_lfqa", "--metadata",
-                       json.dumps({"data_path": LFQA_DEMO}), cwd=tmp_path, env=env)
+                       json.dumps({"data_path": LFQA_DEMO, "bertscore_model": "roberta-large"}), cwd=tmp_path, env=env)
     one_line_error(done, exit_status.USAGE, "'roberta-large' is not in the local Hugging Face cache")
     assert "bertscore_model 'offline'" in done.stderr
 

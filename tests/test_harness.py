@@ -59,7 +59,7 @@ def test_settings_are_checked_and_travel_as_json():
 
 def test_run_checks_the_users_own_metadata_strictly():
     check_user_metadata("t", {"max_score": 3, "judge_seed": 1, "version": 1}, SETTINGS)
-    with pytest.raises(SettingsError, match=r"t: unknown --metadata key\(s\) \['max_scor'\]; known: .*'max_score'"):
+    with pytest.raises(SettingsError, match=r"t: unknown --metadata key\(s\) \['max_scor'\] \(did you mean 'max_score'\?\); known: .*'max_score'"):
         check_user_metadata("t", {"max_scor": 3}, SETTINGS)
 
 

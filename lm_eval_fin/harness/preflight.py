@@ -75,6 +75,7 @@ def task_problems(
     from lm_eval_fin.harness.settings import check_user_metadata
 
     ours = taskfiles.names()
+    shared = [setting.name for benchmark in benchmarks for setting in benchmark.settings]  # any task ignores these
     problems: list[Problem] = []
     judges: set[str] = set()
     data_bytes = 0
@@ -91,7 +92,7 @@ def task_problems(
             if benchmark is None:
                 continue
             try:
-                check_user_metadata(task, metadata, benchmark.settings)
+                check_user_metadata(task, metadata, benchmark.settings, shared)
                 settings = benchmark.read_settings(task, metadata)
             except (ValueError, OSError, RuntimeError) as exc:
                 problems.append(Problem(_first_line(exc)))

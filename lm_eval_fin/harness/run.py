@@ -5,9 +5,11 @@ Our options (``--judge``, ``--judge_<option>``) are parsed here, a mistyped ``--
 included; every other argument goes to lm-eval's CLI untouched, so nothing of the harness's
 argument parsing is re-implemented. Before lm-eval starts, every task of ours the command names
 is checked the way its dataset will load (metadata keys, judge spec and options, the data
-itself), each problem one line and exit status 2: a run that cannot finish fails before hours
-of generation, not after. The judge flags reach the tasks as ``$LM_EVAL_FIN_JUDGE`` and
-``$LM_EVAL_FIN_JUDGE_OPTIONS``. When a judge failed on some documents, the command exits with
+itself), and what lm-eval would find only once the model is loaded (:mod:`.startchecks`: JSON
+arguments, the unsafe-code flag, ``--limit``, a hub dataset that cannot be reached), each
+problem one line and exit status 2: a run that cannot finish fails before hours of generation,
+not after. lm-eval's "Tasks not found" ends as one line with a hint. The judge flags reach the
+tasks as ``$LM_EVAL_FIN_JUDGE`` and ``$LM_EVAL_FIN_JUDGE_OPTIONS``. When a judge failed on some documents, the command exits with
 status 1 after lm-eval has written its results. Our model wrapper, ``--model fin-refine``
 (:mod:`lm_eval_fin.harness.multistep`), is registered before lm-eval resolves the model name.
 """
@@ -25,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from lm_eval_fin import exit_status, paths
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.flags import HelpFormatter, is_alias
-from lm_eval_fin.harness import preflight, stage, taskfiles
+from lm_eval_fin.harness import preflight, stage, startchecks, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.settings import SettingsError
 from lm_eval_fin.judge.base import failure_phrase
@@ -190,9 +192,13 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
         return 0
     try:
         environment = judge_environment(ours, argv)
+        problem = startchecks.json_argument_problem(args)
+        if problem:
+            raise RunError(problem)
         lm_args = lm_eval_arguments(args)
         with environment_set(environment):
             problems = preflight.run_problems(lm_args, benchmarks)
+            problems += [exit_status.Problem(line) for line in startchecks.start_problems(lm_args, benchmarks)]
     except RunError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exit_status.USAGE
@@ -204,6 +210,12 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
         # raised while lm-eval loads a task's dataset (a model argument the pre-check cannot see,
         # such as a tokenizer that does not load), so before any generation
         print(f"{PROG}: error: {one_line(exc, 1000)}", file=sys.stderr)
+        return exit_status.USAGE
+    except ValueError as exc:  # lm-eval's "Tasks not found" comes before any model loads
+        hint = startchecks.tasks_not_found_hint(exc)
+        if hint is None:
+            raise
+        print(f"{PROG}: error: {hint}", file=sys.stderr)
         return exit_status.USAGE
     report_failures(PROG, failures)
     return exit_status.INCOMPLETE if failures else exit_status.OK

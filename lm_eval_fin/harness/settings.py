@@ -20,12 +20,21 @@ Settings every benchmark shares (:data:`COMMON_SETTINGS`):
 
 Each benchmark adds its own :class:`Setting` s. A metadata key that starts like one of ours
 (``judge_``, ``bertscore``) but is not one is an error naming the known keys, so a typo never
-passes silently; other unknown keys are model arguments (lm-eval mixes them in) and pass.
+passes silently; other unknown keys are model arguments (lm-eval mixes them in) and pass. A
+task ignores the keys of ours it does not read (``bertscore_model`` in a fin_agentbench run),
+so one ``--metadata`` serves a run of several benchmarks.
+
+Sections: lm-eval hands the same ``metadata`` to every task of a run, so a key named after one
+of our tasks, groups or benchmarks holds settings for those tasks alone
+(``{"fin_ems": {"data_path": ...}, "fin_lfqa": {...}, "bertscore_model": "offline"}``). A task
+reads the shared keys, then the section of its benchmark or group, then its own task's section,
+the later winning (:func:`task_metadata`); the sections of other tasks are not its business.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import functools
 import json
 import os
@@ -36,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_fin import textsim
+from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.judge.options import (
     JUDGE_ENV,
     JudgeOptions,
@@ -46,8 +56,11 @@ from lm_eval_fin.judge.options import (
 from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
 
 NO_JUDGE = ("none", "offline", "")
+BERTSCORE_MODEL = "bertscore_model"
 # Metadata keys of ours that a typo could hide behind; "judge_*" is checked against the options.
 OUR_PREFIXES = ("bertscore",)
+# Keys of ours that start like that, read by some benchmarks and ignored by the others.
+OURS_ANYWHERE = (BERTSCORE_MODEL,)
 # lm-eval's own keys in a task's metadata block.
 LM_EVAL_KEYS = ("version", "num_fewshot")
 
@@ -61,13 +74,16 @@ class Setting:
     """One metadata key a benchmark reads: its default and the check that converts a given
     value (raising ValueError with what is expected). ``problem``, where given, says why the
     checked value cannot be used on this machine (a model that is not here), or None: asked
-    before a run, not when logged settings are read back for re-scoring."""
+    before a run, not when logged settings are read back for re-scoring. ``usable_default``,
+    where given, turns the default into what this machine can use when no value is given (a
+    default model that cannot load here becomes one that can); a value given is taken as it is."""
 
     name: str
     default: Any
     check: Callable[[Any], Any]
     help: str
     problem: Callable[[Any], str | None] | None = None
+    usable_default: Callable[[Any], Any] | None = None
 
 
 def positive_int(value: Any) -> int:
@@ -100,9 +116,12 @@ def text(value: Any) -> str:
 
 def bertscore_setting(default: str) -> Setting:
     """``bertscore_model`` (hub id, folder or ``offline``), which must be loadable here: known
-    when the dataset loads, so an offline machine learns it before generation, not after."""
-    return Setting("bertscore_model", default, text, "BERTScore model: hub id, folder, or 'offline'",
-                   problem=textsim.bertscore_model_problem)
+    when the dataset loads, so an offline machine learns it before generation, not after. Not
+    given, the default is used where it can load, else the packaged MiniLM, with a warning
+    (:func:`lm_eval_fin.textsim.usable_bertscore_model`); the model used is in the settings
+    every document carries."""
+    return Setting(BERTSCORE_MODEL, default, text, "BERTScore model: hub id, folder, or 'offline'",
+                   problem=textsim.bertscore_model_problem, usable_default=textsim.usable_bertscore_model)
 
 
 MAX_ATTEMPTS = 3  # asks per judge request: the first and two re-asks of unreadable answers
@@ -178,11 +197,26 @@ def judge_options(metadata: Mapping[str, Any], task: str) -> dict[str, Any]:
         raise SettingsError(str(exc)) from None
 
 
+def unknown_keys_message(
+    where: str, unknown: Sequence[str], known: Sequence[str], more: str = "", also: Sequence[str] = ()
+) -> str:
+    """``<where> [...]``, with the closest known key (or ``also`` name) for each typo, and the
+    known keys, each once."""
+    known = sorted(set(known))
+    candidates = [*known, *also]
+    close = {key: found[0] for key in sorted(unknown) if (found := difflib.get_close_matches(key, candidates, n=1))}
+    if len(unknown) == 1 and close:
+        hint = f" (did you mean {next(iter(close.values()))!r}?)"
+    else:
+        hint = f" (did you mean {', '.join(f'{to!r} for {key!r}' for key, to in close.items())}?)" if close else ""
+    return f"{where} {sorted(unknown)}{hint}; known: {known}{more}"
+
+
 def check_typos(metadata: Mapping[str, Any], task: str, known: Sequence[str]) -> None:
     """A key that starts like one of ours but is none of them is a typo (``bertscore_modle``)."""
-    typos = sorted(key for key in metadata if key.startswith(OUR_PREFIXES) and key not in known)
+    typos = sorted(key for key in metadata if key.startswith(OUR_PREFIXES) and key not in (*known, *OURS_ANYWHERE))
     if typos:
-        raise SettingsError(f"{task}: unknown metadata key(s) {typos}; known: {sorted(known)}")
+        raise SettingsError(unknown_keys_message(f"{task}: unknown metadata key(s)", typos, known))
 
 
 def known_keys(settings: Sequence[Setting]) -> list[str]:
@@ -191,13 +225,53 @@ def known_keys(settings: Sequence[Setting]) -> list[str]:
     return list(dict.fromkeys(["data_path", "judge", "judge_options", *(s.name for s in (*COMMON_SETTINGS, *settings))]))
 
 
+# ------------------------------------------------------------------ sections of --metadata
+
+
+def section_names() -> list[str]:
+    """The keys of ``--metadata`` that are sections: our tasks, groups and benchmarks."""
+    return taskfiles.names()
+
+
+def covers(section: str, task: str) -> bool:
+    """Whether the section ``section`` holds settings of ``task``: its own, its group's, or its
+    benchmark's (``fin_lfqa`` covers ``fin_lfqa_test``)."""
+    return section == task or task.startswith(section + "_") or task in taskfiles.expand(section)
+
+
+def sections_of(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The sections ``metadata`` holds (section name -> its value, a mapping or not)."""
+    names = set(section_names())
+    return {key: value for key, value in metadata.items() if key in names}
+
+
+def task_metadata(task: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata ``task`` reads: the shared keys, then each section covering it, least
+    specific first (its benchmark's, a group's, then its own), the later winning. A section
+    that is not a JSON object is an error."""
+    sections = sections_of(metadata)
+    resolved = {key: value for key, value in metadata.items() if key not in sections}
+    for name in sorted((name for name in sections if covers(name, task)), key=lambda name: (name == task, len(name))):
+        if not isinstance(sections[name], Mapping):
+            raise SettingsError(
+                f"{task}: metadata {name}: a section must be a JSON object of settings, got {sections[name]!r}"
+            )
+        resolved.update(sections[name])
+    return resolved
+
+
 def read_settings(task: str, metadata: Mapping[str, Any], settings: Sequence[Setting] = ()) -> RunSettings:
-    """The checked settings of ``task`` from lm-eval's ``metadata`` (see the module docstring);
-    :class:`SettingsError` names the key, what it got and what it expects."""
+    """The checked settings of ``task`` from lm-eval's ``metadata``, its sections resolved
+    (see the module docstring); :class:`SettingsError` names the key, what it got and what it
+    expects."""
+    metadata = task_metadata(task, metadata)
     check_typos(metadata, task, known_keys(settings))
     values = {}
     for setting in (*COMMON_SETTINGS, *settings):
-        value = metadata.get(setting.name, setting.default)
+        if setting.name in metadata:
+            value = metadata[setting.name]
+        else:
+            value = setting.usable_default(setting.default) if setting.usable_default else setting.default
         try:
             values[setting.name] = setting.check(value)
         except ValueError as exc:
@@ -215,13 +289,27 @@ def check_usable(run: RunSettings, settings: Sequence[Setting]) -> None:
             raise SettingsError(f"{run.task}: metadata {setting.name}: {problem}")
 
 
-def check_user_metadata(task: str, metadata: Mapping[str, Any], settings: Sequence[Setting]) -> None:
+def check_user_metadata(
+    task: str, metadata: Mapping[str, Any], settings: Sequence[Setting], shared: Sequence[str] = ()
+) -> None:
     """The strict check of ``lm-eval-fin run``, which sees the user's ``--metadata`` alone (lm-eval
-    mixes model arguments into what a task sees): every key must be a known one."""
-    known = [*known_keys(settings), *LM_EVAL_KEYS]
-    unknown = sorted(
-        key for key in metadata if key not in known and not key.startswith("judge_")
-    )
+    mixes model arguments into what a task sees): every key must be a known one. ``shared``: the
+    keys other benchmarks read, which this task ignores where they are shared by the run (a
+    section is the task's own: there only its keys count)."""
+    own = [*known_keys(settings), *LM_EVAL_KEYS]
+    sections = sections_of(metadata)
+    unknown = [key for key in metadata if key not in (*own, *shared, *sections) and not key.startswith("judge_")]
     if unknown:
-        raise SettingsError(f"{task}: unknown --metadata key(s) {unknown}; known: {sorted(known)} and judge_<option>")
+        raise SettingsError(unknown_keys_message(
+            f"{task}: unknown --metadata key(s)", unknown, [*own, *shared],
+            f" and judge_<option>, or a section per task or benchmark ({', '.join(section_names())})",
+            also=section_names(),
+        ))
+    for name, section in sections.items():
+        if covers(name, task) and isinstance(section, Mapping):
+            unknown = [key for key in section if key not in own and not key.startswith("judge_")]
+            if unknown:
+                raise SettingsError(unknown_keys_message(
+                    f"{task}: the --metadata section {name!r} has unknown key(s)", unknown, own, " and judge_<option>",
+                ))
     read_settings(task, metadata, settings)

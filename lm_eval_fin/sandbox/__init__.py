@@ -154,9 +154,10 @@ and the rate and failure shares. The child's code is the :mod:`.child` package (
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+
+from lm_eval_fin.cpus import compute_threads
 
 from .child.snippet import FAILURE_CATEGORIES
 from .probe import (
@@ -200,13 +201,16 @@ def run_code(code: str | bytes, timeout: float = 5.0, **limits) -> ExecResult:
 def run_codes(
     codes: Sequence[str | bytes], timeout: float = 5.0, workers: int | None = None, **limits
 ) -> list[ExecResult]:
-    """:func:`run_code` for each snippet, ``workers`` at a time (default: CPU count).
+    """:func:`run_code` for each snippet, ``workers`` at a time (default: the CPUs this process
+    may use that the machine's load leaves free, :func:`lm_eval_fin.cpus.compute_threads`: the
+    timeout is wall-clock time, which children queued behind one another for a busy CPU would
+    spend waiting).
 
     Results come in the order of ``codes``; each snippet still gets its own fresh child.
     """
     each = Limits(timeout=timeout, **limits)
     codes = list(codes)
-    workers = max(1, min(workers or os.cpu_count() or 1, len(codes) or 1))
+    workers = max(1, min(workers or compute_threads(), len(codes) or 1))
     if workers == 1:
         return [_run(code, each) for code in codes]
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sandbox") as pool:

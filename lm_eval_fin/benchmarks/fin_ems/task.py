@@ -140,7 +140,7 @@ def score_documents(answers: Sequence[str], docs: Sequence[dict], settings: RunS
             record_judge_failures(TASK, run.judge_failures, run.judge_parse_failures, len(docs), run.first_error())
             logger.info("fin_ems: %d judge rounds; judge usage %s", len(run.rounds), run.judge_usage)
     judge = score.judge_of(settings.judge)
-    return [dict(detail, judge=judge) for detail in details]
+    return [dict(detail, judge=judge, bertscore_model=settings["bertscore_model"]) for detail in details]
 
 
 def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None]:

@@ -163,7 +163,7 @@ def score_answers_batch(answers: Sequence[str], docs: Sequence[dict], settings: 
     verdicts = judge_documents(datas, settings)
     traces = keep_traces(docs)
     return [
-        {"code": outcomes, "bertscore_f1": bs, "judge": verdict, **trace}
+        {"code": outcomes, "bertscore_f1": bs, "bertscore_model": settings["bertscore_model"], "judge": verdict, **trace}
         for outcomes, bs, verdict, trace in zip(code, bertscore, verdicts, traces)
     ]
 

@@ -284,7 +284,8 @@ def task_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], 
 def read_run(results_path: Path, results_dir: Path) -> Run:
     """One lm-eval run: its results file, and its samples files where they were logged.
     Raises :class:`RunError` when the results file itself cannot be used. Tasks with no
-    figure (a ``--predict_only`` run) are left out."""
+    figure (a ``--predict_only`` run) and groups (their figures aggregate their tasks') are
+    left out."""
     match = RESULTS_FILE.match(results_path.name)
     if not match:
         raise RunError(f"{results_path.name} is not named like lm-eval's results_<date>.json")
@@ -299,8 +300,9 @@ def read_run(results_path: Path, results_dir: Path) -> Run:
         raise RunError(f"{results_path} has no 'results' section: not an lm-eval results file")
     folder = results_path.parent
     tasks = {}
+    groups = set(results.get("group_subtasks") or {}) | set(results.get("groups") or {})
     for task, entry in results["results"].items():
-        if not isinstance(entry, dict):
+        if not isinstance(entry, dict) or task in groups:  # a group's figures aggregate its tasks'
             continue
         metrics = task_metrics(task, entry, results)
         if not metrics:

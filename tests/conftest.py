@@ -1,6 +1,9 @@
 """Shared fixtures. Tests never touch the network or the reference material outside the repo; the hub is off."""
 
+import json
 import os
+import zipfile
+from pathlib import Path
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
@@ -36,3 +39,21 @@ def judge_cache(tmp_path, monkeypatch):
     path = tmp_path / "judge-cache.sqlite"
     monkeypatch.setenv("LM_EVAL_FIN_CACHE", str(path))
     return path
+
+
+EEE_WHEELS = Path(__file__).resolve().parents[1] / ".cache" / "every-eval-ever"
+
+
+@pytest.fixture(scope="session")
+def schemas() -> tuple[dict, dict]:
+    """The aggregate and instance-level schemas, read out of the every-eval-ever wheel."""
+    from lm_eval_fin.export import eee
+
+    wheels = sorted(EEE_WHEELS.glob(f"every_eval_ever-{eee.SCHEMA_VERSION}-*.whl"))
+    if not wheels:
+        pytest.fail(f"no every-eval-ever {eee.SCHEMA_VERSION} wheel in {EEE_WHEELS}: `make install` downloads it "
+                    f"(pip download --no-deps --only-binary=:all: --python-version 3.12 --dest {EEE_WHEELS} "
+                    f"every-eval-ever=={eee.SCHEMA_VERSION})")
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        return tuple(json.loads(wheel.read(f"every_eval_ever/schemas/{name}"))  # type: ignore[return-value]
+                     for name in ("eval.schema.json", "instance_level_eval.schema.json"))

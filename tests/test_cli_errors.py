@@ -96,12 +96,12 @@ def test_an_unusable_judge_cache_has_its_own_status(tmp_path, lfqa_samples):
 def test_run_checks_the_judge_server_before_lm_eval_starts(tmp_path):
     metadata = json.dumps({"data_path": LFQA_DEMO, "bertscore_model": "offline"})
     with ServerProcess(reply="{}", models=["judge-a"]) as server:
-        done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_lfqa", "--metadata", metadata,
+        done = lm_eval_fin("run", *NOT_A_MODEL, "--confirm_run_unsafe_code", "--tasks", "fin_lfqa", "--metadata", metadata,
                            "--judge", f"openai:{server.base_url}#judge-b", cwd=tmp_path)
         assert server.stats()["calls"] == 0
     one_line_error(done, exit_status.USAGE, "has no model 'judge-b'; it serves judge-a")
     # a server that does not answer is found before generation too
-    done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_lfqa", "--metadata", metadata,
+    done = lm_eval_fin("run", *NOT_A_MODEL, "--confirm_run_unsafe_code", "--tasks", "fin_lfqa", "--metadata", metadata,
                        "--judge", "openai:http://127.0.0.1:9/v1#m", cwd=tmp_path)
     one_line_error(done, exit_status.USAGE, "start the server first")
 
@@ -119,7 +119,7 @@ def test_run_stops_before_generation_when_prompts_cannot_be_fitted(tmp_path):
 
 def test_run_names_a_bertscore_model_that_cannot_load_offline(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "empty-hf-home")}
-    done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_lfqa", "--metadata",
+    done = lm_eval_fin("run", *NOT_A_MODEL, "--confirm_run_unsafe_code", "--tasks", "fin_lfqa", "--metadata",
                        json.dumps({"data_path": LFQA_DEMO, "bertscore_model": "roberta-large"}), cwd=tmp_path, env=env)
     one_line_error(done, exit_status.USAGE, "'roberta-large' is not in the local Hugging Face cache")
     assert "bertscore_model 'offline'" in done.stderr
@@ -168,7 +168,7 @@ def no_model_loaded(done):
 
 
 def test_exit_2_run_with_a_model_that_is_not_here(tmp_path):
-    done = lm_eval_fin("run", "--model", "hf", "--model_args", "pretrained=/nonexistent", "--tasks", "fin_lfqa",
+    done = lm_eval_fin("run", "--model", "hf", "--model_args", "pretrained=/nonexistent", "--confirm_run_unsafe_code", "--tasks", "fin_lfqa",
                        "--metadata", LFQA_METADATA, cwd=tmp_path)
     one_line_error(done, exit_status.USAGE, "--model_args pretrained: no model folder '/nonexistent'")
     no_model_loaded(done)
@@ -217,7 +217,7 @@ def test_exit_3_run_with_a_corrupt_judge_cache(tmp_path):
     cache.write_bytes(b"this is not a database" * 100)
     env = {**os.environ, "LM_EVAL_FIN_CACHE": str(cache)}
     with ServerProcess(reply="{}", models=["m"]) as server:
-        done = lm_eval_fin("run", *NOT_A_MODEL, "--tasks", "fin_lfqa", "--metadata", LFQA_METADATA,
+        done = lm_eval_fin("run", *NOT_A_MODEL, "--confirm_run_unsafe_code", "--tasks", "fin_lfqa", "--metadata", LFQA_METADATA,
                            "--judge", f"openai:{server.base_url}#m", cwd=tmp_path, env=env)
         assert server.stats()["calls"] == 0
     one_line_error(done, exit_status.JUDGE_CACHE, f"the judge cache {cache} is not a usable judge cache")

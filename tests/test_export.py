@@ -12,7 +12,6 @@ import json
 import re
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import datasets
@@ -31,7 +30,6 @@ from tests.lm_eval_folders import JUDGE, JUDGE_MODEL, agentbench_fixture, judged
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-WHEELS = REPO / ".cache" / "every-eval-ever"
 DATASTORE_PATH = re.compile(r"data/[^/]+/[^/]+/[^/]+/[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
 
 
@@ -42,19 +40,6 @@ def export(*args: object) -> subprocess.CompletedProcess:
 
 def read_rows(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
-
-
-@pytest.fixture(scope="module")
-def schemas() -> tuple[dict, dict]:
-    """The aggregate and instance-level schemas, read out of the every-eval-ever wheel."""
-    wheels = sorted(WHEELS.glob(f"every_eval_ever-{eee.SCHEMA_VERSION}-*.whl"))
-    if not wheels:
-        pytest.fail(f"no every-eval-ever {eee.SCHEMA_VERSION} wheel in {WHEELS}: `make install` downloads it "
-                    f"(pip download --no-deps --only-binary=:all: --python-version 3.12 --dest {WHEELS} "
-                    f"every-eval-ever=={eee.SCHEMA_VERSION})")
-    with zipfile.ZipFile(wheels[0]) as wheel:
-        return tuple(json.loads(wheel.read(f"every_eval_ever/schemas/{name}"))  # type: ignore[return-value]
-                     for name in ("eval.schema.json", "instance_level_eval.schema.json"))
 
 
 @pytest.fixture(scope="module")

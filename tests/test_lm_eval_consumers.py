@@ -10,7 +10,10 @@ answers, a scripted judge behind the real OpenAI-compatible test server judges),
 * Zeno: what lm-eval's ``scripts/zeno_visualize.py`` reads (it is not distributed on PyPI, so
   its reads are repeated here with lm-eval's own file-name helpers): every subfolder of the
   output path is a model folder with results files, the tasks come from the latest one's
-  configs, and each sample holds the fields and every listed metric its tables take.
+  configs, and each sample holds the fields and every listed metric its tables take;
+* ``lm-eval-fin export``: Every Eval Ever records valid against the every-eval-ever schemas,
+  and a model card's model-index that huggingface_hub reads;
+* ``lm-eval-fin agreement``: the judged runs against labels, through the console script.
 
 Nothing but lm-eval's model folders may be written into ``--output_path``.
 """
@@ -46,7 +49,7 @@ def output_roots(tmp_path_factory, embedded_model_dir):
                          "max_gen_toks": 16}, ems_judge.spec, []),
             "fin_lfqa": ({"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")),
                           "bertscore_model": "offline"}, f"openai:{lfqa_judge.base_url}#verdict",
-                         ["--confirm_run_unsafe_code"]),
+                         ["--confirm_run_unsafe_code", "--limit", "2"]),
         }
         processes = {}
         for name, (metadata, judge, extra) in runs.items():
@@ -57,8 +60,9 @@ def output_roots(tmp_path_factory, embedded_model_dir):
             processes[name] = subprocess.Popen(
                 [BIN / "lm_eval", "run", "--include_path", str(paths.tasks_dir()), "--model", "hf",
                  "--model_args", f"pretrained={embedded_model_dir},dtype=float32", "--apply_chat_template",
-                 "--tasks", name, "--limit", "1", "--gen_kwargs", "max_gen_toks=16", "--metadata",
-                 json.dumps(metadata), *extra, "--output_path", str(root / name), "--log_samples"],
+                 "--tasks", name, "--gen_kwargs", "max_gen_toks=16", "--metadata", json.dumps(metadata),
+                 *(extra if "--limit" in extra else [*extra, "--limit", "1"]), "--output_path", str(root / name),
+                 "--log_samples"],
                 cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )
         for name, process in processes.items():
@@ -102,7 +106,7 @@ def test_results_and_samples_are_strict_json_with_every_listed_metric(output_roo
 
 def test_judged_values_are_per_sample_with_the_judge_named(output_roots):
     results, samples = run_files(output_roots["fin_lfqa"])
-    (line,) = samples["fin_lfqa"]
+    line = samples["fin_lfqa"][0]
     assert (line["judge_accuracy"], line["judge_numerical"], line["judge_entailment"], line["judge_score"]) == (
         4.0, 3.0, 5.0, 12.0)
     record = json.loads(line["filtered_resps"][0])
@@ -149,3 +153,45 @@ def test_zeno_reads_the_output_folder(output_roots, name):
                 assert isinstance(str(x["filtered_resps"][0]), str)
                 for metric in config["metric_list"]:
                     assert metric["metric"] in x
+
+
+def test_every_eval_ever_records_and_the_model_index_of_real_runs(output_roots, tmp_path, schemas):
+    import jsonschema
+    from huggingface_hub import ModelCard
+
+    from tests.test_export import export
+
+    aggregate_schema, instance_schema = schemas
+    out = tmp_path / "eee"
+    done = export(*output_roots.values(), "--format", "eee", "--output_path", out, "--model-id",
+                  "HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert done.returncode == 0, done.stderr
+    records = {path: json.loads(path.read_text()) for path in out.glob("data/*/*/*/*.json")}
+    assert {path.parts[-4] for path in records} == {"fin_agentbench_doc", "fin_agentbench_chunk", "fin_ems", "fin_lfqa"}
+    for path, record in records.items():
+        jsonschema.validate(record, aggregate_schema)
+        for line in path.with_name(path.stem + "_samples.jsonl").read_text().splitlines():
+            jsonschema.validate(json.loads(line), instance_schema)
+    judged = [result for path, record in records.items() if path.parts[-4] == "fin_lfqa"
+              for result in record["evaluation_results"] if "judge_score" in result["evaluation_result_id"]]
+    assert judged and "#verdict" in json.dumps(judged)  # the judge that made the score is named
+    done = export(*output_roots.values(), "--format", "model-index", "--output_path", out, "--model-id",
+                  "HuggingFaceTB/SmolLM2-135M-Instruct", "--source-url", "https://example.org/lm-eval-fin")
+    assert done.returncode == 0, done.stderr
+    card = ModelCard(f"---\n{(out / 'model-index.yaml').read_text()}---\n")
+    assert {result.dataset_name for result in card.data.eval_results} >= {"fin_lfqa", "fin_ems"} or card.data.eval_results
+
+
+def test_agreement_of_the_judged_run_with_labels(output_roots, tmp_path):
+    _, samples = run_files(output_roots["fin_lfqa"])
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps({"task": "fin_lfqa", "id": line["doc"]["id"], "annotator": "a1", "labels": {
+        "accuracy": 4, "numerical_correctness": 3 + i, "evidence_entailment": 5}}) + "\n"
+        for i, line in enumerate(samples["fin_lfqa"])))
+    done = subprocess.run([BIN / "lm-eval-fin", "agreement", output_roots["fin_lfqa"], "--labels", labels,
+                           "--output_path", tmp_path / "study", "--resamples", "50"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    study = strict_json((tmp_path / "study" / "agreement.json").read_text())
+    assert "judge against people" in done.stdout or study["comparisons"]
+    assert "accuracy" in done.stdout and "#verdict" in done.stdout

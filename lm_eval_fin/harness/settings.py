@@ -310,6 +310,6 @@ def check_user_metadata(
             unknown = [key for key in section if key not in own and not key.startswith("judge_")]
             if unknown:
                 raise SettingsError(unknown_keys_message(
-                    f"{task}: the --metadata section {name!r} has unknown key(s)", unknown, own, " and judge_<option>",
+                    f"the --metadata section {name!r} has unknown key(s)", unknown, own, " and judge_<option>",
                 ))
     read_settings(task, metadata, settings)

@@ -28,7 +28,9 @@ from tests_vllm.served import VLLMServer
 WORKERS = 2
 ANSWER_TOKENS = 32  # fin_ems and fin_lfqa answers: enough to say something, short to generate
 RANKING_TOKENS = 48  # a ranking of 5 documents or 10 chunks fits; the tasks allow 64 and 128
-JUDGE_FLAGS = ["--judge_max_tokens", "16", "--judge_max_model_len", "4096"]
+# the FinLFQA verdict, {"accuracy": 4, "numerical_correctness": 3, "evidence_entailment": 5}, is
+# 21 to 26 of the embedded model's tokens (EMS stages set their own budgets)
+JUDGE_FLAGS = ["--judge_max_tokens", "32", "--judge_max_model_len", "4096"]
 # EMS with the 135M judge, on one document (two extraction requests: answer and reference):
 # extraction budgets short enough to generate quickly; an answer cut by them is unreadable, and
 # then that document is left unjudged and counted (never scored)
@@ -74,7 +76,7 @@ def served_run_arguments(workdir: Path, server: VLLMServer) -> dict[str, tuple[l
     first: ``lm-eval-fin score`` re-scores their samples."""
     model = ["--model", "local-chat-completions", "--model_args", server.model_args(), "--apply_chat_template"]
     answers = ["--gen_kwargs", f"max_gen_toks={ANSWER_TOKENS}"]
-    judge = ["--judge", server.judge_spec, "--judge_max_tokens", "16"]
+    judge = ["--judge", server.judge_spec, "--judge_max_tokens", "32"]
     cache = {"LM_EVAL_FIN_CACHE": str(workdir / "served.sqlite")}
     return {
         "served/ems": ([*model, "--tasks", "fin_ems", "--limit", "2", *answers, "--log_samples",

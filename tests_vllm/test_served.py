@@ -160,7 +160,7 @@ def test_score_of_the_served_runs_against_the_server(served_runs, servers, tmp_p
     root = copy_judged_runs(served_runs, tmp_path / "served")
     served_runs.result("served/agentbench")  # the server has no other client now: its counter is ours
     monkeypatch.setenv("LM_EVAL_FIN_CACHE", str(tmp_path / "score.sqlite"))
-    argv = ["score", str(root), "--judge", server.judge_spec, "--judge_max_tokens", "16", "--confirm_run_unsafe_code"]
+    argv = ["score", str(root), "--judge", server.judge_spec, "--judge_max_tokens", "32", "--confirm_run_unsafe_code"]
     before = server.requests_served()
     status = cli.main(argv)
     capsys.readouterr()

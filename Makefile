@@ -9,6 +9,9 @@ STAMP := $(VENV)/.lm-eval-fin-installed
 # the Every Eval Ever distribution whose schema files tests/test_export.py validates against
 EEE_WHEEL_DIR := .cache/every-eval-ever
 EEE_VERSION := 0.3.0
+# lm-eval's source distribution (the installed version): tests/test_lm_eval_task_tests.py runs its
+# tests/test_tasks.py, which the wheel leaves out, on our task folder
+LM_EVAL_SDIST_DIR := .cache/lm-eval
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
@@ -24,6 +27,8 @@ $(STAMP): setup.cfg pyproject.toml
 	# the wheel only (it needs Python >= 3.12; the test reads the schema files out of it)
 	$(BIN)/pip download -q --no-deps --only-binary=:all: --python-version 3.12 --dest $(EEE_WHEEL_DIR) \
 	  every-eval-ever==$(EEE_VERSION)
+	$(BIN)/pip download -q --no-deps --no-binary=:all: --dest $(LM_EVAL_SDIST_DIR) \
+	  "lm_eval==$$($(BIN)/python -c 'import importlib.metadata as m; print(m.version("lm_eval"))')"
 	touch $@
 
 install: $(STAMP)

@@ -5,9 +5,9 @@ delimiter is whitespace, requests build), and what its consumers of a samples fi
 (``process_results`` gives every metric of the ``metric_list``, a number or None, for any
 answer; the filter stage gives one text per document).
 
-lm-eval's own ``tests/test_tasks.py`` is not distributed on PyPI, so this module checks the same
-points in its own words; the closing note of issue 21 gives the result of lm-eval's file,
-pointed at this task folder by hand."""
+lm-eval's own ``tests/test_tasks.py`` runs on this task folder in ``test_lm_eval_task_tests.py``;
+this module adds what that file leaves out: targets a few-shot example could show, zero-shot
+configs, and the filter stage and ``process_results`` as a run calls them."""
 
 import math
 

@@ -149,6 +149,16 @@ def test_two_judges_and_a_repeat(tmp_path, capsys):
     itself = kinds["judge vs itself"]["stability"]["overall"]
     assert itself["repeats"] == 2 and itself["n"] == 12 and itself["identical"]["value"] == 1
     assert "judge vs itself" in out and "identical" in out
+    # read back per judged metric, as the report shows them
+    from lm_eval_fin.agreement.figures import read_agreement
+    from lm_eval_fin.report.judge_agreement import describe
+
+    entries = {(e.kind, e.metric): e for e in read_agreement(tmp_path / "out")}
+    assert entries["judge vs itself", "judge_score"].identical.value == 1
+    assert describe(entries["judge vs itself", "judge_score"]).startswith("judge vs itself (n 12): identical 100% [")
+    assert entries["judge vs judge", "judge_score"].n == 11
+    assert {metric for kind, metric in entries} == {"judge_accuracy", "judge_numerical", "judge_entailment",
+                                                    "judge_score"}
 
 
 def test_judge_stability_for_score_judge_repeat():
@@ -254,3 +264,64 @@ def test_template_draws_across_models_and_reads_back(tmp_path, capsys):
     # the blank JSONL template is no label file yet
     code, _, err = agreement(capsys, runs, "--labels", tmp_path / "t" / "labels_template.jsonl")
     assert code == 2 and "no label is filled in (7 blank lines)" in err
+
+
+def metric_cell(page: str, task: str, metric: str) -> str:
+    """The metric-name cell of ``metric`` in ``task``'s table of the report page."""
+    table = page.split(f'id="metrics-{task}"', 1)[1].split("</table>", 1)[0]
+    return table.split(f'<tr data-metric="{metric}">', 1)[1].split("</td>", 1)[0]
+
+
+def test_the_report_shows_agreement_next_to_each_judged_metric(tmp_path):
+    """`agreement --output_path` then `report --agreement`, through the console scripts; without
+    the file the page says the judge is not validated."""
+    runs = judged_runs(tmp_path / "runs")
+    labels = write_lines(tmp_path / "labels.jsonl", label_lines())
+    script = Path(sys.executable).parent / "lm-eval-fin"
+    done = subprocess.run([script, "agreement", runs, "--labels", labels, "--output_path", tmp_path / "study",
+                           "--resamples", "50"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    figures = strict_json(tmp_path / "study" / "agreement.json")["comparisons"][0]["criteria"]
+
+    def report(out, *extra):
+        return subprocess.run([script, "report", runs, "--output_path", out, "--bootstrap_iters", "50", *extra],
+                              capture_output=True, text=True, timeout=120)
+
+    shown = report(tmp_path / "shown", "--agreement", tmp_path / "study" / "agreement.json")
+    assert shown.returncode == 0, shown.stderr
+    page = (tmp_path / "shown" / "index.html").read_text(encoding="utf-8")
+    people = [people_scores(m, i) for m in SCORES for i in range(6)]
+    judge = [s for m in SCORES for s in SCORES[m]]
+    overall = scipy_stats.pearsonr([sum(p) for p in people], [sum(j) for j in judge]).statistic
+    pearson = figures["overall"]["pearson"]
+    cell = metric_cell(page, "fin_lfqa", "judge_score")
+    assert f"judge vs people (n 12): Pearson {overall:.2f} [{pearson['low']:.2f}, {pearson['high']:.2f}]" in cell
+    accuracy = scipy_stats.pearsonr([p[0] for p in people], [j[0] for j in judge]).statistic
+    assert f"Pearson {accuracy:.2f}" in metric_cell(page, "fin_lfqa", "judge_accuracy")
+    assert "judged · agreement shown" in page  # the headline column's mark
+    assert "not validated here" not in page
+    markdown = (tmp_path / "shown" / "leaderboard.md").read_text(encoding="utf-8")
+    assert "Judge agreement (" in markdown and "judge_score" in markdown
+
+    bare = report(tmp_path / "bare")
+    assert bare.returncode == 0, bare.stderr
+    page = (tmp_path / "bare" / "index.html").read_text(encoding="utf-8")
+    assert "judge vs people" not in page
+    assert "No judge agreement figures for fin_lfqa: nothing here shows that the judge" in page
+    assert "judged · not validated here" in page
+    assert "No judge agreement figures for fin_lfqa" in (tmp_path / "bare" / "leaderboard.md").read_text("utf-8")
+
+
+@pytest.mark.parametrize("content, message", [
+    ('{"format": "lm-eval-fin/agreement-1", "comparisons": [{"criteria": {"x": {"n": NaN}}}]}', "NaN is not JSON"),
+    ('{"format": "something else", "comparisons": []}', "not an `lm-eval-fin agreement` figures file"),
+    ('{"format": "lm-eval-fin/agreement-1", "comparisons": {}}', '"comparisons" is not a list'),
+])
+def test_a_bad_agreement_file_stops_the_report_in_one_line(tmp_path, capsys, content, message):
+    runs = judged_runs(tmp_path / "runs")
+    bad = tmp_path / "agreement.json"
+    bad.write_text(content, encoding="utf-8")
+    code = cli.main(["report", str(runs), "--output_path", str(tmp_path / "out"), "--agreement", str(bad)])
+    _, err = capsys.readouterr()
+    assert code == 2 and err.count("\n") == 1 and message in err and str(bad) in err
+    assert not (tmp_path / "out").exists()

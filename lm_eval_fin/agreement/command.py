@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lm_eval_fin import __version__, atomic, exit_status
+from lm_eval_fin.agreement.figures import FORMAT, OUTPUT_NAME
 from lm_eval_fin.agreement.settings import CONFIDENCE, RESAMPLES, StudySettings
 from lm_eval_fin.records import strict
 
@@ -25,8 +26,6 @@ if TYPE_CHECKING:  # the statistics load scipy and scikit-learn: only when the c
     from lm_eval_fin.agreement.stats import Estimate
     from lm_eval_fin.agreement.study import Comparison, Study
 
-OUTPUT_NAME = "agreement.json"
-FORMAT = "lm-eval-fin/agreement-1"
 PROG = "lm-eval-fin agreement"
 
 

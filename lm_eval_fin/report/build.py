@@ -14,6 +14,7 @@ from lm_eval_fin import atomic
 from lm_eval_fin.report import render
 from lm_eval_fin.report.answers import answer_sections, subset_tables
 from lm_eval_fin.report.catalog import Catalog
+from lm_eval_fin.report.judge_agreement import JudgeAgreement
 from lm_eval_fin.report.leaderboard import Leaderboard, Settings, build_leaderboard
 from lm_eval_fin.runfiles import read_results_dirs
 
@@ -56,12 +57,13 @@ def write_report(
     settings: Settings | None = None,
     benchmarks: Iterable[Any] = (),
     export_dir: str | os.PathLike | None = None,
+    agreement: JudgeAgreement | None = None,
 ) -> Path:
     """Write ``index.html``, ``leaderboard.md`` and ``leaderboard.csv`` of the runs under
     ``results_dirs`` (lm-eval ``--output_path`` folders) into ``output_path``; returns the
     path of ``index.html``. Runs that cannot be read are listed on the page and in the
     Markdown; use :func:`write_report_files` for the leaderboard and the timing too."""
-    report = write_report_files(results_dirs, output_path, names, title, settings, benchmarks, export_dir)
+    report = write_report_files(results_dirs, output_path, names, title, settings, benchmarks, export_dir, agreement)
     return report.files["index.html"]
 
 
@@ -73,17 +75,20 @@ def write_report_files(
     settings: Settings | None = None,
     benchmarks: Iterable[Any] = (),
     export_dir: str | os.PathLike | None = None,
+    agreement: JudgeAgreement | None = None,
 ) -> Report:
     """As :func:`write_report`; ``export_dir``: an ``lm-eval-fin export`` folder whose
-    ``model-index.yaml`` and ``data/`` the page and the Markdown link to."""
+    ``model-index.yaml`` and ``data/`` the page and the Markdown link to; ``agreement``: the
+    judge-agreement figures shown next to the judged metrics (:func:`judge_agreement.load`)."""
     started = time.perf_counter()
     board = build_report([str(d) for d in results_dirs], names, settings, benchmarks)
     out = Path(output_path).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     links = render.export_links(export_dir, out)
     texts = {
-        "index.html": render.render_html(board, answer_sections(board), subset_tables(board), title, links),
-        "leaderboard.md": render.render_markdown(board, title, links),
+        "index.html": render.render_html(board, answer_sections(board), subset_tables(board), title, links,
+                                         agreement),
+        "leaderboard.md": render.render_markdown(board, title, links, agreement),
         "leaderboard.csv": render.render_csv(board),
     }
     files = {}

@@ -13,7 +13,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from lm_eval_fin import exit_status
-from lm_eval_fin.report import stats
+from lm_eval_fin.agreement.figures import AgreementFileError
+from lm_eval_fin.report import judge_agreement, stats
 from lm_eval_fin.report.build import DEFAULT_TITLE, write_report_files
 from lm_eval_fin.report.leaderboard import Settings
 
@@ -27,6 +28,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--title", default=DEFAULT_TITLE, help=f"the page title (default: {DEFAULT_TITLE!r})")
     parser.add_argument("--export_dir", default=None, metavar="DIR",
                         help="an `lm-eval-fin export` folder to link from the page (its model-index.yaml and data/)")
+    parser.add_argument("--agreement", action="append", default=[], metavar="FILE",
+                        help="an `lm-eval-fin agreement` figures file (agreement.json, or its folder) whose figures "
+                             "the page shows next to the judged metrics (repeat for several)")
     parser.add_argument("--bootstrap_iters", type=int, default=stats.BOOTSTRAP_RESAMPLES,
                         help="bootstrap resamples per interval")
     parser.add_argument("--permutation_iters", type=int, default=stats.PERMUTATION_RESAMPLES,
@@ -43,10 +47,15 @@ def main(args: argparse.Namespace, benchmarks: Iterable[Any] = ()) -> int:
         if getattr(args, flag) < 1:
             print(f"lm-eval-fin report: error: --{flag} must be at least 1", file=sys.stderr)
             return exit_status.USAGE
+    try:
+        agreement = judge_agreement.load(args.agreement)
+    except AgreementFileError as exc:
+        print(f"lm-eval-fin report: error: --agreement {exc}", file=sys.stderr)
+        return exit_status.USAGE
     settings = Settings(bootstrap_resamples=args.bootstrap_iters, permutation_resamples=args.permutation_iters,
                         seed=args.seed)
     report = write_report_files(args.results_dirs, args.output_path, args.name, args.title, settings, benchmarks,
-                                args.export_dir)
+                                args.export_dir, agreement)
     board = report.board
     for item in board.unreadable:
         print(f"lm-eval-fin report: cannot read {item.path}: {item.reason}", file=sys.stderr)

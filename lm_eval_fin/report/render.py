@@ -26,6 +26,7 @@ import jinja2
 
 from lm_eval_fin.report import plots, stats
 from lm_eval_fin.report.answers import SubsetTable, TaskAnswers, slug
+from lm_eval_fin.report.judge_agreement import JudgeAgreement
 from lm_eval_fin.report.leaderboard import Leaderboard
 from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE
 from lm_eval_fin.runfiles import Run, run_settings
@@ -191,8 +192,13 @@ def _environment(autoescape: bool) -> jinja2.Environment:
     return env
 
 
-def _context(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str]]) -> dict[str, Any]:
+def _context(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str]],
+             agreement: JudgeAgreement | None) -> dict[str, Any]:
+    agreement = agreement or JudgeAgreement()
     return {
+        "agreement": agreement,
+        "agreement_notes": [note for task in dict.fromkeys(column.task for column in board.headlines.values())
+                            if (note := agreement.note(task))],
         "title": title,
         "board": board,
         "generated": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -208,11 +214,11 @@ def _context(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str
 
 
 def render_html(board: Leaderboard, answers: Sequence[TaskAnswers], subsets: dict[str, list[SubsetTable]],
-                title: str, links: Sequence[tuple[str, str, str]] = ()) -> str:
+                title: str, links: Sequence[tuple[str, str, str]] = (), agreement: JudgeAgreement | None = None) -> str:
     charts = {task: [c for c in (plots.bar_chart(col, board.rows) for col in board.columns_of(task, diagnostic=False))
                      if c] for task in board.tasks}
     return _environment(True).get_template("index.html.j2").render(
-        **_context(board, title, links), answers=answers, subsets=subsets, charts=charts,
+        **_context(board, title, links, agreement), answers=answers, subsets=subsets, charts=charts,
         scatters=plots.precision_recall_scatters(board), run_provenance=run_provenance,
         task_provenance=task_provenance,
     )
@@ -223,10 +229,11 @@ def md_cell(text: str) -> str:
     return " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
 
 
-def render_markdown(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str]] = ()) -> str:
+def render_markdown(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str]] = (),
+                    agreement: JudgeAgreement | None = None) -> str:
     env = _environment(False)
     env.filters["md"] = md_cell
-    return env.get_template("leaderboard.md.j2").render(**_context(board, title, links))
+    return env.get_template("leaderboard.md.j2").render(**_context(board, title, links, agreement))
 
 
 def _spreadsheet_safe(text: str) -> str:

@@ -11,8 +11,10 @@ filtered response into a string before it logs it:
 ``answer`` is the model's answer as the parsers read it (printable, at most
 :data:`~lm_eval_fin.cleantext.MAX_ANSWER_CHARS` characters). The other keys belong to the
 benchmark (EMS points and alignments, claim verdicts, sandbox outcomes, the judge's reply and
-scores, refinement steps). Records are strict JSON: a value that is not a finite number is
-written as null.
+scores, refinement steps). One key is shared: ``judge_usage``, the judge work the document
+cost where a judge was asked (``requests``, ``model_calls``, ``prompt_tokens``,
+``completion_tokens``; :class:`lm_eval_fin.judge.RequestUsage`), summed by the report's cost
+column. Records are strict JSON: a value that is not a finite number is written as null.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 FORMAT = "lm-eval-fin/1"
+JUDGE_USAGE = "judge_usage"  # the record key of a document's judge work (see above)
 
 
 def strict(value: Any) -> Any:

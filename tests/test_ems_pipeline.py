@@ -466,13 +466,23 @@ def test_a_judged_filter_stage_then_a_warm_rerun_without_model_calls(tmp_path, m
     assert recorded[0]["judge"] == {"spec": "hf:scripted", "prompt_version": prompts.EMS_PROMPTS_HASH}
     assert recorded[0]["ems"]["verdicts"]["answer"] == ["entailment", "entailment", "neutral"]
     assert len(stage.FAILURES) == failures  # nothing to report
+    # each record holds its document's judge work; together they are the run's, each request once
+    usage = [record["judge_usage"] for record in recorded]
+    for name in ("requests", "model_calls", "prompt_tokens", "completion_tokens"):
+        assert sum(u[name] for u in usage) == getattr(judge.stats, name), name
+    assert all(u["model_calls"] > 0 for u in usage)
 
     # a re-run (a new judge object, the same cache): every answer from the cache, the same values
     warm_model = ScriptedModel()
     warm = CachedJudge(parse_spec("hf:scripted"), warm_model, JudgeOptions(retry_unparsable=False),
                        cache=JudgeCache(tmp_path / "c.sqlite"))
     monkeypatch.setattr(stage, "judge_for", lambda settings: warm)
-    assert stage_values(ANSWERS_LARGE, docs) == (recorded, values)
+    warm_recorded, warm_values = stage_values(ANSWERS_LARGE, docs)
+    assert warm_values == values
+    assert [dict(r, judge_usage=None) for r in warm_recorded] == [dict(r, judge_usage=None) for r in recorded]
+    # the same requests, none sent to the model
+    assert [(u["requests"], u["model_calls"], u["prompt_tokens"]) for u in (r["judge_usage"] for r in warm_recorded)] \
+        == [(u["requests"], 0, 0) for u in usage]
     assert warm_model.batches == [] and warm.stats.model_calls == 0 and warm.stats.cache_hits > 0
 
 

@@ -568,5 +568,8 @@ def test_the_judge_sees_every_answer_in_one_batch_and_reasks_only_the_unreadable
                                     "error": None, "scores": json.loads(verdict)}
     assert (recorded[2]["judge"]["reply"], recorded[2]["judge"]["scores"]) == ("no scores", None)
     assert recorded[3]["judge"]["error"] == "connection failed (after 5 attempts)"
+    # each answer's judge work: re-asks counted where they were made
+    assert [(r["judge_usage"]["requests"], r["judge_usage"]["model_calls"]) for r in recorded] == [
+        (1, 1), (2, 2), (3, 3), (1, 1)]
     assert stage.FAILURES[failures:] == [
         stage.JudgeFailures("fin_lfqa", 1, 1, 4, "connection failed (after 5 attempts)")]

@@ -116,6 +116,30 @@ def test_judged_values_are_per_sample_with_the_judge_named(output_roots):
     (ems_line,) = ems_samples["fin_ems"]
     assert ems_line["judge_failure"] == 0.0 and ems_line["ems_offline_rouge_f1"] is None
     assert json.loads(ems_line["filtered_resps"][0])["ems"]["method"] == "llm"
+    # each answer's judge work, in its record: one verdict request for FinLFQA, EMS's rounds
+    assert record["judge_usage"]["requests"] == record["judge_usage"]["model_calls"] == 1
+    ems_usage = json.loads(ems_line["filtered_resps"][0])["judge_usage"]
+    assert ems_usage["requests"] >= 4 and ems_usage["model_calls"] <= ems_usage["requests"]
+
+
+def test_the_report_sums_the_judge_work_of_the_answers(output_roots, tmp_path, capsys):
+    from lm_eval_fin import cli
+    from lm_eval_fin.report.render import count
+
+    usage = {"requests": 0, "completion_tokens": 0}
+    for name in ("fin_ems", "fin_lfqa"):
+        _, samples = run_files(output_roots[name])
+        for lines in samples.values():
+            for line in lines:
+                found = json.loads(line["filtered_resps"][0])["judge_usage"]
+                usage = {key: usage[key] + found[key] for key in usage}
+    code = cli.main(["report", str(output_roots["fin_ems"]), str(output_roots["fin_lfqa"]), "--output_path",
+                     str(tmp_path / "report"), "--bootstrap_iters", "20"])
+    capsys.readouterr()
+    assert code == 0
+    page = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    assert f'{count(usage["requests"])} judge requests' in page and usage["requests"] > 0
+    assert f'{count(usage["completion_tokens"])} completion tokens' in page
 
 
 @pytest.mark.parametrize("name", ["fin_agentbench", "fin_ems", "fin_lfqa"])

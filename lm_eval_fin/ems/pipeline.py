@@ -110,6 +110,9 @@ class DocumentEms:
     summaries: dict[str, tuple[int, int] | None] | None = None
     parse_failures: dict[str, int] = field(default_factory=lambda: dict.fromkeys(STAGES, 0))
     judge_error: str | None = None  # the first request of this document the judge failed
+    # the judge work of this document (RequestUsage's fields); a request for a text several
+    # documents share is counted at the first of them, so the documents sum to the run's work
+    judge_usage: dict[str, int] | None = None
 
     @property
     def judge_failed(self) -> bool:
@@ -335,29 +338,32 @@ def score_pairs(
     bertscore_model: str | None = None,
     max_attempts: int = MAX_ATTEMPTS,
     rounds: list[JudgeRound] | None = None,
-) -> tuple[list[float | None] | None, list[Problem | None]]:
+) -> tuple[list[float | None] | None, list[Problem | None], list[Any]]:
     """Scores in [0, 1] of (reference point, answer point) pairs (None for a pair the LLM left
-    unscored) and each pair's problem; None for all when the scorer cannot run (a BERTScore
-    model that will not load). The LLM scorer is one judge round, logged in ``rounds``."""
+    unscored), each pair's problem and its judge work (a ``RequestUsage``, None without the
+    judge); None for all scores when the scorer cannot run (a BERTScore model that will not
+    load). The LLM scorer is one judge round, logged in ``rounds``."""
     from lm_eval_fin import textsim
 
     if not pairs:
-        return [], []
+        return [], [], []
     refs = [ref for ref, _ in pairs]
     answers = [answer for _, answer in pairs]
     if scorer == ROUGE:
-        return [f1 for _, _, f1 in textsim.rouge_l(answers, refs)], [None] * len(pairs)
+        return [f1 for _, _, f1 in textsim.rouge_l(answers, refs)], [None] * len(pairs), [None] * len(pairs)
     if scorer == BERTSCORE:
         scores = textsim.bertscore_f1(answers, refs, model=bertscore_model)
         # BERTScore F1 can dip below 0 for unrelated texts; EMS needs s_i in [0, 1].
-        return (None if scores is None else [min(1.0, max(0.0, s)) for s in scores]), [None] * len(pairs)
+        clipped: list[float | None] | None = None if scores is None else [min(1.0, max(0.0, s)) for s in scores]
+        return clipped, [None] * len(pairs), [None] * len(pairs)
     if scorer == LLM:
         part = Requests("scoring")
         parse = functools.partial(parse_score, max_score=max_score)
         for pair, (ref, answer) in enumerate(pairs):
             part.add(prompts.score_request(ref, answer, max_score=max_score), parse, pair)
         (parsed,) = ask_round(judge, "score", [part], rounds if rounds is not None else [], max_attempts)
-        return [answer.value for answer in parsed], [_problem("scoring", answer) for answer in parsed]
+        return ([answer.value for answer in parsed], [_problem("scoring", answer) for answer in parsed],
+                [answer.usage for answer in parsed])
     raise ValueError(f"unknown EMS scorer {scorer!r}; expected one of {SCORERS}")
 
 
@@ -437,11 +443,15 @@ def run_ems(
     ragchecker = ragchecker and judge is not None
     answer_texts = [a if isinstance(a, str) else "" for a in answers]
     reference_texts = [r if isinstance(r, str) else "" for r in references]
+    from lm_eval_fin.judge import RequestUsage
+
     usage_before = _judge_usage(judge)
     seconds: dict[str, float] = {}
     rounds: list[JudgeRound] = []
     n = len(answer_texts)
     ledger = _Ledger(n)
+    usage_of = [RequestUsage() for _ in range(n)]  # each document's judge work
+    text_usage: dict[str, list[RequestUsage]] = {}  # summary and extraction requests, by the text they served
     texts = [*reference_texts, *answer_texts]  # text t of document t % n; references first
     present = [text for text in texts if text.strip()]
 
@@ -455,6 +465,7 @@ def run_ems(
         (answered,) = ask_round(judge, "summary", [part], rounds, max_attempts)
         for text, answer in zip(part.owners, answered):
             summary_problems[text] = _problem("summary", answer)
+            text_usage.setdefault(text, []).append(answer.usage)
             bounds[text] = answer.value
             bodies[text] = summary.body(text, *answer.value) if answer.value is not None else None
         bounds.update({text: (0, 0) for text in present if text not in bounds})
@@ -476,9 +487,16 @@ def run_ems(
             answer = by_body.get(body) if body is not None else None
             points_of[text] = answer.value if answer is not None else None
             extraction_problems[text] = _problem("extraction", answer) if answer is not None else None
+            if answer is not None:
+                text_usage.setdefault(text, []).append(answer.usage)
+    charged: set[int] = set()  # a request that served several documents' texts is charged to the first
     for position, text in enumerate(texts):
         ledger.add(position % n, summary_problems.get(text))
         ledger.add(position % n, extraction_problems.get(text))
+        for usage in text_usage.get(text, ()):
+            if id(usage) not in charged:
+                charged.add(id(usage))
+                usage_of[position % n].add(usage)
     point_pairs = [
         (points_of.get(reference_texts[doc], []) or [], points_of.get(answer_texts[doc], []) or []) for doc in range(n)
     ]
@@ -506,11 +524,13 @@ def run_ems(
         match_answers, claim_answers = ask_round(judge, "match + claims", [matching, claim_part], rounds, max_attempts)
         for (doc, position), answer in zip(matching.owners, match_answers):
             ledger.add(doc, _problem("matching", answer))
+            usage_of[doc].add(answer.usage)
             if answer.value is not None:
                 alignments[doc][position] = answer.value
         verdict_of: dict[tuple[int, str, str], str] = {}
         for (doc, side, group), answer in zip(claim_part.owners, claim_answers):
             ledger.add(doc, _problem("claims", answer))
+            usage_of[doc].add(answer.usage)
             if answer.value is not None:
                 verdict_of.update({(doc, side, claim): verdict for claim, verdict in zip(group, answer.value)})
         for doc, side, premise, claim_points in checks:
@@ -529,11 +549,13 @@ def run_ems(
     started = time.perf_counter()
     pair_scores: dict[str, list[float | None] | None] = {}
     for scorer in scorers:
-        pair_scores[scorer], problems = score_pairs(
+        pair_scores[scorer], problems, pair_usage = score_pairs(
             scorer, pairs, judge, max_score, bertscore_model, max_attempts, rounds
         )
-        for (doc, _), problem in zip(pair_owners, problems):
+        for (doc, _), problem, usage in zip(pair_owners, problems, pair_usage):
             ledger.add(doc, problem)
+            if usage is not None:
+                usage_of[doc].add(usage)
     seconds["scoring"] = time.perf_counter() - started
     unavailable = tuple(scorer for scorer in scorers if pair_scores[scorer] is None)
 
@@ -573,11 +595,12 @@ def run_ems(
                 if bounds else None,
                 parse_failures=ledger.parse_failures(doc),
                 judge_error=ledger.first_error(doc),
+                judge_usage=usage_of[doc].as_dict() if judge is not None else None,
             )
         )
 
     usage_after = _judge_usage(judge)
-    usage = (
+    run_usage = (
         {name: usage_after[name] - usage_before[name] for name in USAGE_FIELDS}
         if usage_before is not None and usage_after is not None
         else {}
@@ -587,7 +610,7 @@ def run_ems(
         scorers=scorers,
         documents=documents,
         judge=getattr(judge, "spec", None) if judge is not None else None,
-        judge_usage=usage,
+        judge_usage=run_usage,
         bertscore_model=bertscore_model if BERTSCORE in scorers else None,
         max_score=max_score,
         summary_removal=summary_removal if judge is not None else None,

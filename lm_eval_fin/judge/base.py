@@ -102,6 +102,34 @@ class JudgeResponse:
     cached: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # answered by an identical request earlier in the same batch: sent once, counted there
+    duplicate: bool = False
+
+
+@dataclass
+class RequestUsage:
+    """The judge work one request cost, re-asks and re-sends included: ``requests`` asked,
+    ``model_calls`` of them sent to the model (not answered by the cache or by an identical
+    request of the same batch) and the tokens the backend reported for those."""
+
+    requests: int = 0
+    model_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def count(self, response: JudgeResponse) -> None:
+        self.requests += 1
+        if not response.cached and not response.duplicate:
+            self.model_calls += 1
+            self.prompt_tokens += response.prompt_tokens
+            self.completion_tokens += response.completion_tokens
+
+    def add(self, other: RequestUsage) -> None:
+        for f in dataclasses.fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict[str, int]:
+        return dataclasses.asdict(self)
 
 
 @dataclass

@@ -52,11 +52,11 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
 from lm_eval_fin.cleantext import one_line
-from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse
+from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse, RequestUsage
 from lm_eval_fin.judge.cache import CachedAnswer, Claimant, JudgeCache, JudgeCacheError, cache_key, oversized_reply
 from lm_eval_fin.judge.options import JUDGE_ENV, JudgeOptions, resolve_options
 from lm_eval_fin.judge.spec import JudgeSpec, backend_kind, parse_spec
@@ -187,8 +187,8 @@ class _BatchRecorder:
                 finished.append(
                     (miss.key, CachedAnswer(response.text, response.prompt_tokens, response.completion_tokens))
                 )
-            for position in miss.positions:
-                self.responses[position] = dataclasses.replace(response, cached=False)
+            for rank, position in enumerate(miss.positions):
+                self.responses[position] = dataclasses.replace(response, cached=False, duplicate=rank > 0)
         self.judge.cache.put_many(self.judge.spec, finished, self.claimant)
         if failed:  # let a process waiting for these send them itself
             self.judge.cache.release(self.claimant, failed)
@@ -412,6 +412,7 @@ class ParsedAnswer(Generic[T]):
     value: T | None
     text: str | None = None
     error: str | None = None
+    usage: RequestUsage = field(default_factory=RequestUsage)
 
     @property
     def failed(self) -> bool:
@@ -468,6 +469,7 @@ def complete_parsed_answers(
     if len(parsers) != len(requests):
         raise ValueError(f"{len(parsers)} parsers for {len(requests)} requests")
     results: list[ParsedAnswer[T]] = [ParsedAnswer(None) for _ in requests]
+    usage = [RequestUsage() for _ in requests]
     total = BatchStats()
     pending = list(range(len(requests)))
     parse_retries = resent = 0
@@ -488,6 +490,8 @@ def complete_parsed_answers(
         if attempt:
             parse_retries += len(batch)
         responses = ask(batch, desc if attempt == 0 else f"{desc} (re-ask {attempt})")
+        for index, response in zip(pending, responses):
+            usage[index].count(response)
         values = [None if response.text is None else _safe_parse(parsers[index], response.text)
                   for index, response in zip(pending, responses)]
         if retry_unparsable:
@@ -497,6 +501,7 @@ def complete_parsed_answers(
                 again = ask([dataclasses.replace(batch[j], refresh=True) for j in stale],
                             f"{desc} (re-send cached unparsable)")
                 for j, response in zip(stale, again):
+                    usage[pending[j]].count(response)
                     resent += not response.cached
                     responses[j] = response
                     values[j] = None if response.text is None else _safe_parse(parsers[pending[j]], response.text)
@@ -504,9 +509,10 @@ def complete_parsed_answers(
         for index, response, value in zip(pending, responses, values):
             if response.text is None:
                 # a transport failure, retried by the backend already: failed for good
-                results[index] = ParsedAnswer(None, None, response.error or "the judge returned no answer")
+                results[index] = ParsedAnswer(None, None, response.error or "the judge returned no answer",
+                                              usage[index])
                 continue
-            results[index] = ParsedAnswer(value, response.text)
+            results[index] = ParsedAnswer(value, response.text, usage=usage[index])
             if value is None:
                 unparsed.append(index)
         pending = unparsed

@@ -20,13 +20,9 @@ from lm_eval_fin.report.blocks import GENERIC, View
 # the per-answer metric the tasks log: 1.0 where the answer is empty, a repetition, an echo of
 # the prompt, or (rankings) the candidates in their input order
 DEGENERATE = "degenerate_answer"
-# per-answer counts of judge work, summed over a run for its usage columns
-JUDGE_USAGE = {
-    "requests": re.compile(r"(?:.+_)?judge_requests$"),
-    "model calls": re.compile(r"(?:.+_)?judge_model_calls$"),
-    "prompt tokens": re.compile(r"(?:.+_)?judge_prompt_tokens$"),
-    "completion tokens": re.compile(r"(?:.+_)?judge_completion_tokens$"),
-}
+# the judge work in each answer's record (records.JUDGE_USAGE), summed over a row: key -> label
+JUDGE_USAGE = {"requests": "judge requests", "model_calls": "model calls", "prompt_tokens": "prompt tokens",
+               "completion_tokens": "completion tokens"}
 SHARED_DIAGNOSTICS = (
     r"truncated_.*", r"(?:.+_)?parse_failures?", r"(?:.+_)?judge_(?:failure|parse_failure|skipped)",
     r"(?:.+_)?judge_(?:requests|cache_hits|model_calls|prompt_tokens|completion_tokens|rounds)", DEGENERATE,
@@ -82,7 +78,3 @@ class Catalog:
         patterns = (*SHARED_DIAGNOSTICS, *self.view(task).diagnostics)
         return any(re.fullmatch(pattern, metric) for pattern in patterns)
 
-
-def usage_kind(metric: str) -> str | None:
-    """Which judge-usage column a per-answer count goes in, if any."""
-    return next((kind for kind, pattern in JUDGE_USAGE.items() if pattern.fullmatch(metric)), None)

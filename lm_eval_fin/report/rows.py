@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_fin import paths
+from lm_eval_fin.records import JUDGE_USAGE as USAGE_KEY
 from lm_eval_fin.report import stats
-from lm_eval_fin.report.catalog import Catalog, usage_kind
+from lm_eval_fin.report.catalog import JUDGE_USAGE, Catalog
 from lm_eval_fin.runfiles import Run, run_settings
 
 SEED_FIELDS = ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")
@@ -278,10 +279,11 @@ def fill_facts(row: Row, catalog: Catalog) -> None:
     for run in row.runs:
         for task_run in run.tasks.values():
             for sample in task_run.samples:
-                for metric, value in sample.values.items():
-                    kind = usage_kind(metric)
-                    if kind:
-                        usage[kind] = usage.get(kind, 0) + int(value)
+                found = sample.record.get(USAGE_KEY)
+                for key, label in JUDGE_USAGE.items():
+                    value = found.get(key) if isinstance(found, dict) else None
+                    if isinstance(value, int) and not isinstance(value, bool):
+                        usage[label] = usage.get(label, 0) + value
     row.judge_usage = usage
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lm_eval_fin import textsim
+from lm_eval_fin import records, textsim
 from lm_eval_fin.ems import prompts
 from lm_eval_fin.ems.pipeline import (
     DEFAULT_SUMMARY_REMOVAL,
@@ -58,7 +58,8 @@ def score_documents(
         extract_max_tokens=extract_max_tokens, summary_removal=summary_removal, ragchecker=ragchecker,
     )
     details = [
-        {"bertscore_f1": None if bertscore is None else bertscore[i], "ems": document_details(run, i)}
+        {"bertscore_f1": None if bertscore is None else bertscore[i], "ems": document_details(run, i),
+         records.JUDGE_USAGE: run.documents[i].judge_usage}
         for i in range(len(answers))
     ]
     return details, run
@@ -73,7 +74,7 @@ def document_details(run: EmsRun, index: int) -> dict[str, Any]:
         "ragchecker_checked": run.ragchecker,
         "max_score": run.max_score,
         "summary_removal": run.summary_removal,
-        **run.documents[index].as_dict(),
+        **{key: value for key, value in run.documents[index].as_dict().items() if key != "judge_usage"},
     }
 
 

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import paths, textsim
+from lm_eval_fin import paths, records, textsim
 from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, refine, scales, score
 from lm_eval_fin.benchmarks.fin_lfqa.view import VIEW
 from lm_eval_fin.harness import multistep, replay, taskfiles
@@ -160,16 +160,17 @@ def score_answers_batch(answers: Sequence[str], docs: Sequence[dict], settings: 
     bertscore = score.bertscore_f1(
         [d["answer_text"] for d in datas], [d["reference_text"] for d in datas], settings["bertscore_model"]
     )
-    verdicts = judge_documents(datas, settings)
+    judged = judge_documents(datas, settings)
     traces = keep_traces(docs)
     return [
-        {"code": outcomes, "bertscore_f1": bs, "bertscore_model": settings["bertscore_model"], "judge": verdict, **trace}
-        for outcomes, bs, verdict, trace in zip(code, bertscore, verdicts, traces)
+        {"code": outcomes, "bertscore_f1": bs, "bertscore_model": settings["bertscore_model"], **verdict, **trace}
+        for outcomes, bs, verdict, trace in zip(code, bertscore, judged, traces)
     ]
 
 
 def judge_documents(datas: Sequence[dict], settings: RunSettings) -> list[dict]:
-    """The judge part of every document's record (no judge configured: each says so)."""
+    """The judge's part of every document's record (no judge configured: each says so) and,
+    where it was asked, the judge work the document cost (``records.JUDGE_USAGE``)."""
     max_tokens = _judge_max_tokens(settings)
     try:
         answers = run_with_judge(
@@ -178,14 +179,14 @@ def judge_documents(datas: Sequence[dict], settings: RunSettings) -> list[dict]:
         )
     except JudgeUnavailable as exc:
         record_judge_failures(settings.task, len(datas), 0, len(datas), str(exc))
-        return [judge.judge_details(None, settings.judge, str(exc)) for _ in datas]
+        return [{"judge": judge.judge_details(None, settings.judge, str(exc))} for _ in datas]
     if answers is None:
         logger.warning(
             "%s: no judge configured ($LM_EVAL_FIN_JUDGE or --metadata '{\"judge\": ...}'); the judge's "
             "metrics are undefined and judge_skipped is 1. Score later with `lm-eval-fin score <output dir> --judge "
             "<spec>`.", settings.task,
         )
-        return [judge.judge_details(None, None) for _ in datas]
+        return [{"judge": judge.judge_details(None, None)} for _ in datas]
     record_judge_failures(
         settings.task,
         sum(a.failed for a in answers),
@@ -193,7 +194,8 @@ def judge_documents(datas: Sequence[dict], settings: RunSettings) -> list[dict]:
         len(answers),
         next((a.error for a in answers if a.failed), None),
     )
-    return [judge.judge_details(answer, settings.judge) for answer in answers]
+    return [{"judge": judge.judge_details(answer, settings.judge), records.JUDGE_USAGE: answer.usage.as_dict()}
+            for answer in answers]
 
 
 def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None]:

@@ -55,6 +55,7 @@ from typing import Any
 
 from lm_eval_fin.ems import claims, offline, prompts, summary
 from lm_eval_fin.ems.formulas import NO_MATCH, ems_scores
+from lm_eval_fin.ems.ledger import STAGES, Ledger, Problem, problem_of
 from lm_eval_fin.ems.parsing import parse_match, parse_points, parse_score, parse_summary_bounds, parse_verdicts
 
 logger = logging.getLogger(__name__)
@@ -62,7 +63,6 @@ logger = logging.getLogger(__name__)
 LLM, ROUGE, BERTSCORE = "llm", "rouge", "bertscore"
 SCORERS = (LLM, ROUGE, BERTSCORE)
 OFFLINE = "offline"  # the method without a judge (LLM is the method with one)
-STAGES = ("summary", "extraction", "matching", "claims", "scoring")
 PARTS = ("precision", "recall", "f1")
 RAGCHECKER = "ragchecker"
 DEFAULT_SUMMARY_REMOVAL = "round"
@@ -224,21 +224,6 @@ def _judge_usage(judge: Any) -> dict[str, int] | None:
 
 
 @dataclass
-class Problem:
-    """What went wrong with one request: the judge failed it (``error``), or its answer
-    stayed unreadable (``error`` None)."""
-
-    stage: str
-    error: str | None = None
-
-
-def _problem(stage: str, answer: Any) -> Problem | None:
-    if answer.failed:
-        return Problem(stage, answer.error)
-    return Problem(stage) if answer.unparsed else None
-
-
-@dataclass
 class Requests:
     """The requests of one stage within a round, each with its parser and its owner (what
     the caller needs to put the answer back in place)."""
@@ -362,7 +347,7 @@ def score_pairs(
         for pair, (ref, answer) in enumerate(pairs):
             part.add(prompts.score_request(ref, answer, max_score=max_score), parse, pair)
         (parsed,) = ask_round(judge, "score", [part], rounds if rounds is not None else [], max_attempts)
-        return ([answer.value for answer in parsed], [_problem("scoring", answer) for answer in parsed],
+        return ([answer.value for answer in parsed], [problem_of("scoring", answer) for answer in parsed],
                 [answer.usage for answer in parsed])
     raise ValueError(f"unknown EMS scorer {scorer!r}; expected one of {SCORERS}")
 
@@ -383,27 +368,6 @@ def check_scorers(scorers: Sequence[str] | None, with_judge: bool) -> tuple[str,
     if not scorers:
         raise ValueError("no EMS scorer selected")
     return scorers
-
-
-class _Ledger:
-    """The problems of each document, by stage."""
-
-    def __init__(self, n: int):
-        self.problems: list[list[Problem]] = [[] for _ in range(n)]
-
-    def add(self, doc: int, problem: Problem | None) -> None:
-        if problem is not None:
-            self.problems[doc].append(problem)
-
-    def clear(self, doc: int, stages: Sequence[str]) -> bool:
-        """Whether ``doc`` has no problem in any of ``stages``."""
-        return not any(p.stage in stages for p in self.problems[doc])
-
-    def parse_failures(self, doc: int) -> dict[str, int]:
-        return {stage: sum(p.stage == stage and p.error is None for p in self.problems[doc]) for stage in STAGES}
-
-    def first_error(self, doc: int) -> str | None:
-        return next((p.error for p in self.problems[doc] if p.error is not None), None)
 
 
 def run_ems(
@@ -443,15 +407,12 @@ def run_ems(
     ragchecker = ragchecker and judge is not None
     answer_texts = [a if isinstance(a, str) else "" for a in answers]
     reference_texts = [r if isinstance(r, str) else "" for r in references]
-    from lm_eval_fin.judge import RequestUsage
-
     usage_before = _judge_usage(judge)
     seconds: dict[str, float] = {}
     rounds: list[JudgeRound] = []
     n = len(answer_texts)
-    ledger = _Ledger(n)
-    usage_of = [RequestUsage() for _ in range(n)]  # each document's judge work
-    text_usage: dict[str, list[RequestUsage]] = {}  # summary and extraction requests, by the text they served
+    ledger = Ledger(n)
+    text_usage: dict[str, list[Any]] = {}  # the summary and extraction requests' work, by the text they served
     texts = [*reference_texts, *answer_texts]  # text t of document t % n; references first
     present = [text for text in texts if text.strip()]
 
@@ -464,7 +425,7 @@ def run_ems(
         part = summary_requests(present)
         (answered,) = ask_round(judge, "summary", [part], rounds, max_attempts)
         for text, answer in zip(part.owners, answered):
-            summary_problems[text] = _problem("summary", answer)
+            summary_problems[text] = problem_of("summary", answer)
             text_usage.setdefault(text, []).append(answer.usage)
             bounds[text] = answer.value
             bodies[text] = summary.body(text, *answer.value) if answer.value is not None else None
@@ -486,17 +447,14 @@ def run_ems(
             body = bodies[text]
             answer = by_body.get(body) if body is not None else None
             points_of[text] = answer.value if answer is not None else None
-            extraction_problems[text] = _problem("extraction", answer) if answer is not None else None
+            extraction_problems[text] = problem_of("extraction", answer) if answer is not None else None
             if answer is not None:
                 text_usage.setdefault(text, []).append(answer.usage)
-    charged: set[int] = set()  # a request that served several documents' texts is charged to the first
     for position, text in enumerate(texts):
         ledger.add(position % n, summary_problems.get(text))
         ledger.add(position % n, extraction_problems.get(text))
         for usage in text_usage.get(text, ()):
-            if id(usage) not in charged:
-                charged.add(id(usage))
-                usage_of[position % n].add(usage)
+            ledger.charge(position % n, usage)
     point_pairs = [
         (points_of.get(reference_texts[doc], []) or [], points_of.get(answer_texts[doc], []) or []) for doc in range(n)
     ]
@@ -523,14 +481,14 @@ def run_ems(
         claim_part = claims_requests(checks)
         match_answers, claim_answers = ask_round(judge, "match + claims", [matching, claim_part], rounds, max_attempts)
         for (doc, position), answer in zip(matching.owners, match_answers):
-            ledger.add(doc, _problem("matching", answer))
-            usage_of[doc].add(answer.usage)
+            ledger.add(doc, problem_of("matching", answer))
+            ledger.charge(doc, answer.usage)
             if answer.value is not None:
                 alignments[doc][position] = answer.value
         verdict_of: dict[tuple[int, str, str], str] = {}
         for (doc, side, group), answer in zip(claim_part.owners, claim_answers):
-            ledger.add(doc, _problem("claims", answer))
-            usage_of[doc].add(answer.usage)
+            ledger.add(doc, problem_of("claims", answer))
+            ledger.charge(doc, answer.usage)
             if answer.value is not None:
                 verdict_of.update({(doc, side, claim): verdict for claim, verdict in zip(group, answer.value)})
         for doc, side, premise, claim_points in checks:
@@ -554,8 +512,7 @@ def run_ems(
         )
         for (doc, _), problem, usage in zip(pair_owners, problems, pair_usage):
             ledger.add(doc, problem)
-            if usage is not None:
-                usage_of[doc].add(usage)
+            ledger.charge(doc, usage)
     seconds["scoring"] = time.perf_counter() - started
     unavailable = tuple(scorer for scorer in scorers if pair_scores[scorer] is None)
 
@@ -595,7 +552,7 @@ def run_ems(
                 if bounds else None,
                 parse_failures=ledger.parse_failures(doc),
                 judge_error=ledger.first_error(doc),
-                judge_usage=usage_of[doc].as_dict() if judge is not None else None,
+                judge_usage=ledger.usage[doc].as_dict() if judge is not None else None,
             )
         )
 

@@ -101,3 +101,15 @@ def test_no_module_over_600_lines():
     long = {str(path.relative_to(PACKAGE)): n for path in PACKAGE.rglob("*.py")
             if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, long
+
+
+def test_every_package_folder_is_in_the_distribution():
+    """setup.cfg lists its packages by hand: a folder missing there is missing from the wheel
+    (an editable install, as the tests run, finds it anyway)."""
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(PACKAGE.parent / "setup.cfg", encoding="utf-8")
+    listed = set(config["options"]["packages"].split())
+    folders = {module_name(path) for path in PACKAGE.rglob("__init__.py")}
+    assert folders - listed == set()

@@ -13,9 +13,9 @@ the same prompts gets no free prefill), each ratio against a peer timed in the s
   the same ``SamplingParams``. Goal: ratio >= 0.9. Each side runs twice, alternating, and
   keeps its best (the machine is shared), the judge with a fresh cache each time.
 * judge rounds per fin_ems run: the EMS pipeline on the four demo documents (their answers:
-  the first half of each reference), counted as ``judge.complete`` calls (three stages, plus
-  re-asks of unreadable answers); and the model calls of the same run again on the warm
-  cache (goal 0).
+  the first half of each reference), counted as ``judge.complete`` calls (at most four first
+  asks, plus re-asks of unreadable answers); and the model calls of the same run again on the
+  warm cache (goal 0).
 * served path: ``vllm serve`` of the same model started beside the engine (tests_vllm/served.py,
   prefix caching off). The judge: our ``openai:`` judge against a bare ``AsyncOpenAI`` at the
   same concurrency, the same JSON-schema requests, as requests/s and completion tokens/s
@@ -220,10 +220,12 @@ def ems_rows(llm, model: str) -> list[dict]:
         warm_calls = sum(calls for _, _, calls in rounds)
         judge.backend.llm = None
     stages = ", ".join(f"{desc}: {n}" for desc, n, _ in cold)
+    first = [desc for desc, _, _ in cold if "(re-" not in desc]
     return [
-        _row(f"judge rounds per fin_ems run ({len(records)} documents)", len(cold), 3, len(cold) / 3, "rounds",
-             f"peer: the three stages (extract, match, score); re-asks of unreadable answers add rounds; "
-             f"requests per round: {stages}; {sum(c for _, _, c in cold)} model calls, {cold_s:.0f} s"),
+        _row(f"judge rounds per fin_ems run ({len(records)} documents)", len(first), 4, len(first) / 4, "rounds",
+             f"first asks, against the limit of four (summary, extract, match + claims, score; a stage "
+             f"left without requests sends none); with re-asks of unreadable answers {len(cold)} batches: "
+             f"{stages}; {sum(c for _, _, c in cold)} model calls, {cold_s:.0f} s"),
         _row("judge model calls, the same fin_ems run again (warm cache)", warm_calls, 0, None, "calls",
              f"{len(rounds)} rounds, all answered by the cache; goal 0"),
     ]

@@ -144,7 +144,6 @@ class EmsRun:
     scorers: tuple[str, ...]
     documents: list[DocumentEms]
     judge: str | None = None
-    judge_usage: dict[str, int] = field(default_factory=dict)
     bertscore_model: str | None = None
     max_score: int = 10
     summary_removal: str | None = None  # "round" or "folded" with a judge
@@ -152,6 +151,16 @@ class EmsRun:
     rounds: list[JudgeRound] = field(default_factory=list)
     stage_seconds: dict[str, float] = field(default_factory=dict)
     unavailable: tuple[str, ...] = ()  # scorers that could not run at all (a BERTScore model that will not load)
+
+    @property
+    def judge_usage(self) -> dict[str, int]:
+        """The pass's judge work: its documents' (each request counted once) summed, and the
+        requests the model did not answer (``cache_hits``); empty without a judge."""
+        counted = [doc.judge_usage for doc in self.documents if doc.judge_usage is not None]
+        if not counted:
+            return {}
+        total = {name: sum(usage[name] for usage in counted) for name in USAGE_FIELDS if name != "cache_hits"}
+        return {**total, "cache_hits": total["requests"] - total["model_calls"]}
 
     @property
     def judge_failures(self) -> int:
@@ -211,13 +220,6 @@ def _means(triples: Sequence[tuple[float, float, float]]) -> list[float]:
     if not triples:
         return [math.nan] * 3
     return [sum(t[position] for t in triples) / len(triples) for position in range(3)]
-
-
-def _judge_usage(judge: Any) -> dict[str, int] | None:
-    stats = getattr(judge, "stats", None)
-    if stats is None:
-        return None
-    return {name: int(getattr(stats, name, 0)) for name in USAGE_FIELDS}
 
 
 # ------------------------------------------------------------------------------ rounds
@@ -407,7 +409,6 @@ def run_ems(
     ragchecker = ragchecker and judge is not None
     answer_texts = [a if isinstance(a, str) else "" for a in answers]
     reference_texts = [r if isinstance(r, str) else "" for r in references]
-    usage_before = _judge_usage(judge)
     seconds: dict[str, float] = {}
     rounds: list[JudgeRound] = []
     n = len(answer_texts)
@@ -556,18 +557,11 @@ def run_ems(
             )
         )
 
-    usage_after = _judge_usage(judge)
-    run_usage = (
-        {name: usage_after[name] - usage_before[name] for name in USAGE_FIELDS}
-        if usage_before is not None and usage_after is not None
-        else {}
-    )
     return EmsRun(
         method=method,
         scorers=scorers,
         documents=documents,
         judge=getattr(judge, "spec", None) if judge is not None else None,
-        judge_usage=run_usage,
         bertscore_model=bertscore_model if BERTSCORE in scorers else None,
         max_score=max_score,
         summary_removal=summary_removal if judge is not None else None,

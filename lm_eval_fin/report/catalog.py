@@ -21,7 +21,7 @@ from lm_eval_fin.report.blocks import GENERIC, View
 # the prompt, or (rankings) the candidates in their input order
 DEGENERATE = "degenerate_answer"
 # the judge work in each answer's record (records.JUDGE_USAGE), summed over a row: key -> label
-JUDGE_USAGE = {"requests": "judge requests", "model_calls": "model calls", "prompt_tokens": "prompt tokens",
+USAGE_LABELS = {"requests": "judge requests", "model_calls": "model calls", "prompt_tokens": "prompt tokens",
                "completion_tokens": "completion tokens"}
 SHARED_DIAGNOSTICS = (
     r"truncated_.*", r"(?:.+_)?parse_failures?", r"(?:.+_)?judge_(?:failure|parse_failure|skipped)",

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_fin import paths
-from lm_eval_fin.records import JUDGE_USAGE as USAGE_KEY
+from lm_eval_fin.records import JUDGE_USAGE
 from lm_eval_fin.report import stats
-from lm_eval_fin.report.catalog import JUDGE_USAGE, Catalog
+from lm_eval_fin.report.catalog import USAGE_LABELS, Catalog
 from lm_eval_fin.runfiles import Run, run_settings
 
 SEED_FIELDS = ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")
@@ -279,9 +279,11 @@ def fill_facts(row: Row, catalog: Catalog) -> None:
     for run in row.runs:
         for task_run in run.tasks.values():
             for sample in task_run.samples:
-                found = sample.record.get(USAGE_KEY)
-                for key, label in JUDGE_USAGE.items():
-                    value = found.get(key) if isinstance(found, dict) else None
+                found = sample.record.get(JUDGE_USAGE)
+                if not isinstance(found, dict):
+                    continue
+                for key, label in USAGE_LABELS.items():
+                    value = found.get(key)
                     if isinstance(value, int) and not isinstance(value, bool):
                         usage[label] = usage.get(label, 0) + value
     row.judge_usage = usage

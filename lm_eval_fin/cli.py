@@ -79,8 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         from lm_eval_fin.benchmarks import all_benchmarks
         from lm_eval_fin.harness.run import run_harness
 
-        return settle_vllm_memory("run", vllm_memory.vllm_models_of_run(argv[1:])) or run_harness(
-            argv[1:], all_benchmarks())
+        return run_harness(argv[1:], all_benchmarks())
     args = build_parser().parse_args(argv)
     if args.command in _FOLDERS:
         print(_FOLDERS[args.command][1]())
@@ -93,20 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     return run_subcommand(args)
 
 
-def settle_vllm_memory(command: str, models: list[str]) -> int:
-    """Before a command starts vLLM engines for ``models`` on CPU with no KV-cache size set:
-    pick one that fits and say so in one line, or refuse in one line (exit status 2) when the
-    free memory is too small (:mod:`lm_eval_fin.vllm_memory`). 0 when the command may go on."""
-    try:
-        line = vllm_memory.settle_kv_cache(models, f"lm-eval-fin {command}")
-    except vllm_memory.MemoryShortage as exc:
-        print(f"lm-eval-fin {command}: error: {exc}", file=sys.stderr)
-        return exit_status.USAGE
-    if line:
-        print(line, file=sys.stderr)
-    return exit_status.OK
-
-
 def run_subcommand(args: argparse.Namespace) -> int:
     """A subcommand of :data:`_SUBCOMMANDS`. A judge that is misconfigured or whose cache is
     unusable ends the command with one line that names the fix, never a traceback: no retry
@@ -115,7 +100,8 @@ def run_subcommand(args: argparse.Namespace) -> int:
     from lm_eval_fin.judge import JudgeCacheError, JudgeConfigError, JudgeSpecError
 
     module = importlib.import_module(args._module)
-    status = settle_vllm_memory(args.command, vllm_memory.vllm_models_of_judge(getattr(args, "judge", None)))
+    status = vllm_memory.settle(f"lm-eval-fin {args.command}",
+                                vllm_memory.vllm_models_of_judge(getattr(args, "judge", None)))
     if status:
         return status
     try:

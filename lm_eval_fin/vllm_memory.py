@@ -21,8 +21,11 @@ from __future__ import annotations
 import importlib.metadata
 import math
 import os
-from collections.abc import Mapping, MutableMapping, Sequence
+import sys
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
+
+from lm_eval_fin import exit_status
 
 KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
 GIB = 2**30
@@ -96,40 +99,21 @@ def settle_kv_cache(models: Sequence[str], command: str, environ: MutableMapping
             f"set {KV_ENV} to choose")
 
 
-def _option(argv: Sequence[str], name: str) -> str | None:
-    """The value of ``--name VALUE`` or ``--name=VALUE`` in ``argv`` (the last one given)."""
-    value = None
-    for position, arg in enumerate(argv):
-        if arg == name and position + 1 < len(argv):
-            value = argv[position + 1]
-        elif arg.startswith(name + "="):
-            value = arg[len(name) + 1:]
-    return value
-
-
-def _model_args(text: str | None) -> dict[str, str]:
-    pairs = (part.partition("=") for part in (text or "").split(","))
-    return {key.strip(): value.strip() for key, _, value in pairs if key.strip()}
-
-
-def vllm_models_of_run(argv: Sequence[str], environ: Mapping[str, str] | None = None) -> list[str]:
-    """The models ``lm-eval-fin run ARGV`` loads into vLLM engines: lm-eval's ``--model vllm``
-    (or ``fin-refine`` with ``base=vllm``) by its ``pretrained``, and a ``vllm:`` judge (the
-    ``--judge`` flag or ``$LM_EVAL_FIN_JUDGE``).
-
-    >>> vllm_models_of_run(["--model", "vllm", "--model_args", "pretrained=/m,dtype=float32", "--judge", "vllm:/j"])
-    ['/m', '/j']
-    """
-    environ = os.environ if environ is None else environ
-    models = []
-    args = _model_args(_option(argv, "--model_args"))
-    model = _option(argv, "--model")
-    if model == "vllm" or (model == "fin-refine" and args.get("base") == "vllm"):
-        models.append(args.get("pretrained", ""))
-    return models + vllm_models_of_judge(_option(argv, "--judge") or environ.get("LM_EVAL_FIN_JUDGE"))
-
-
 def vllm_models_of_judge(spec: str | None) -> list[str]:
     """The model of a ``vllm:`` judge spec, as a list; empty for any other judge or none."""
     kind, _, model = (spec or "").strip().partition(":")
     return [model.strip()] if kind == "vllm" else []
+
+
+def settle(prog: str, models: Sequence[str]) -> int:
+    """Before ``prog`` starts vLLM engines for ``models`` on CPU with no KV-cache size set:
+    pick one that fits and say so in one line, or refuse in one line (exit status 2) when the
+    free memory is too small. 0 when the command may go on."""
+    try:
+        line = settle_kv_cache(models, prog)
+    except MemoryShortage as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return exit_status.USAGE
+    if line:
+        print(line, file=sys.stderr)
+    return exit_status.OK

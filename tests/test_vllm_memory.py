@@ -37,10 +37,22 @@ def test_a_chosen_size_fits_beside_the_weights_and_the_runtime(available, weight
         assert 1 <= gib <= CAP_GIB and gib * GIB <= spare
 
 
-def test_the_models_a_run_loads_into_vllm():
-    models = vllm_memory.vllm_models_of_run
+def test_the_models_a_run_loads_into_vllm(monkeypatch):
+    from lm_eval_fin.harness.run import judge_environment, lm_eval_arguments, split_arguments, vllm_models
+
+    def models(argv, environ):
+        for name in ("LM_EVAL_FIN_JUDGE", "LM_EVAL_FIN_JUDGE_OPTIONS"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in environ.items():
+            monkeypatch.setenv(name, value)
+        ours, rest = split_arguments(argv)
+        return vllm_models(lm_eval_arguments(rest), judge_environment(ours, argv))
+
     assert models(["--model", "vllm", "--model_args", "pretrained=/m,dtype=float32", "--tasks", "fin_ems"], {}) == ["/m"]
     assert models(["--model=fin-refine", "--model_args", "base=vllm,pretrained=/m"], {}) == ["/m"]
+    # lm-eval's other spellings of the model arguments: JSON, and -a
+    assert models(["--model", "vllm", "--model_args", '{"pretrained": "/m", "dtype": "float32"}'], {}) == ["/m"]
+    assert models(["--model", "vllm", "-a", "pretrained=/m"], {}) == ["/m"]
     assert models(["--model", "hf", "--model_args", "pretrained=/m", "--judge", "vllm:/j"], {}) == ["/j"]
     assert models(["--model", "hf", "--model_args", "pretrained=/m"], {"LM_EVAL_FIN_JUDGE": "vllm:/j"}) == ["/j"]
     assert models(["--model", "local-chat-completions", "--judge", "openai:http://h/v1#m"], {}) == []

@@ -117,14 +117,19 @@ def task_problems(
     return unique, judges, data_bytes
 
 
+def model_backend(model: str | None, model_args: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]]:
+    """The lm-eval backend that loads the model under test (``fin-refine``'s base, for the
+    wrapper) and the model arguments, as lm-eval parsed them."""
+    args = dict(model_args or {})
+    kind = model or "hf"
+    return (str(args.get("base") or "") if kind == WRAPPER_MODEL else kind), args
+
+
 def model_problem(model: str | None, model_args: Mapping[str, Any] | None) -> Problem | None:
     """Why the model under test cannot load here, where lm-eval would load it from this
     machine (``pretrained=`` of a local model: a folder, or a hub id cached or reachable);
     None when it can, or when it is not ours to know (an API model)."""
-    args = dict(model_args or {})
-    kind = model or "hf"
-    if kind == WRAPPER_MODEL:
-        kind = str(args.get("base") or "")
+    kind, args = model_backend(model, model_args)
     pretrained = args.get("pretrained")
     if kind not in LOCAL_MODELS or not isinstance(pretrained, str) or not pretrained.strip():
         return None

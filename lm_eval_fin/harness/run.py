@@ -24,7 +24,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
-from lm_eval_fin import exit_status, paths
+from lm_eval_fin import exit_status, paths, vllm_memory
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.flags import HelpFormatter, is_alias
 from lm_eval_fin.harness import preflight, stage, startchecks, taskfiles
@@ -183,6 +183,15 @@ def report_failures(prog: str, failures: Sequence[stage.JudgeFailures]) -> None:
         )
 
 
+def vllm_models(lm_args: argparse.Namespace, environment: Mapping[str, str]) -> list[str]:
+    """The models the run loads into vLLM engines, as lm-eval reads its arguments: the model
+    under test on lm-eval's ``vllm`` backend (or as ``fin-refine``'s base), and a ``vllm:`` judge
+    (``--judge``, else ``$LM_EVAL_FIN_JUDGE``)."""
+    backend, model_args = preflight.model_backend(lm_args.model, lm_args.model_args)
+    models = [str(model_args.get("pretrained") or "")] if backend == "vllm" else []
+    return models + vllm_memory.vllm_models_of_judge(environment.get(JUDGE_ENV, os.environ.get(JUDGE_ENV)))
+
+
 def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
     """``lm-eval-fin run``: 0, 1 when a judge failed on some documents, 2 when the run could
     not start (with one line saying why)."""
@@ -196,6 +205,9 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
         if problem:
             raise RunError(problem)
         lm_args = lm_eval_arguments(args)
+        status = vllm_memory.settle(PROG, vllm_models(lm_args, environment))
+        if status:
+            return status
         with environment_set(environment):
             problems = preflight.run_problems(lm_args, benchmarks)
             problems += [exit_status.Problem(line) for line in startchecks.start_problems(lm_args, benchmarks)]

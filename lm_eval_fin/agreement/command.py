@@ -17,13 +17,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lm_eval_fin import __version__, atomic, exit_status
-from lm_eval_fin.agreement.figures import FORMAT, OUTPUT_NAME
+from lm_eval_fin.agreement.figures import FORMAT, OUTPUT_NAME, Estimate
 from lm_eval_fin.agreement.settings import CONFIDENCE, RESAMPLES, StudySettings
 from lm_eval_fin.records import strict
 
 if TYPE_CHECKING:  # the statistics load scipy and scikit-learn: only when the command runs
     from lm_eval_fin.agreement.matching import Collection
-    from lm_eval_fin.agreement.stats import Estimate
     from lm_eval_fin.agreement.study import Comparison, Study
 
 PROG = "lm-eval-fin agreement"
@@ -146,7 +145,8 @@ def _number(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
-def _cell(estimate: Estimate | None, digits: int = 2, percent: bool = False) -> str:
+def estimate_text(estimate: Estimate | None, digits: int = 2, percent: bool = False) -> str:
+    """``value [low, high]`` (a dash for no value; a percent without decimals with ``percent``)."""
     if estimate is None or estimate.value is None:
         return "—"
     scale = 100 if percent else 1
@@ -172,14 +172,15 @@ def render(comparison: Comparison, confidence: float) -> str:
     header = ("criterion", "n", "Pearson", "Spearman", "Kendall tau", "kappa", "exact", "bias", "left out")
     rows = [header]
     for name, f in comparison.figures.items():
-        rows.append((name, str(f.n), _cell(f.pearson), _cell(f.spearman), _cell(f.kendall), _cell(f.kappa),
-                     _cell(f.exact, percent=True), _cell(f.bias), _skipped(comparison.skipped.get(name, {}))))
+        rows.append((name, str(f.n), estimate_text(f.pearson), estimate_text(f.spearman), estimate_text(f.kendall),
+                     estimate_text(f.kappa), estimate_text(f.exact, percent=True), estimate_text(f.bias),
+                     _skipped(comparison.skipped.get(name, {}))))
     lines = [title, *_columns(rows)]
     order = comparison.leaderboard
     if order is not None and len(order.systems) > 1:
         lines.append(f"leaderboard by {comparison.leaderboard_criterion} ({len(order.systems)} models): "
-                     f"Kendall tau {_cell(order.kendall)}, Spearman {_cell(order.spearman)}, pairs in another "
-                     f"order {_cell(order.flipped, percent=True)}, same top model: "
+                     f"Kendall tau {estimate_text(order.kendall)}, Spearman {estimate_text(order.spearman)}, "
+                     f"pairs in another order {estimate_text(order.flipped, percent=True)}, same top model: "
                      f"{'—' if order.same_top is None else 'yes' if order.same_top else 'no'}"
                      f" ({_number(None if order.top_agrees is None else order.top_agrees * 100, 0)}% of resamples)")
     for name, f in comparison.figures.items():
@@ -193,8 +194,9 @@ def _render_stability(title: str, comparison: Comparison) -> str:
              "unjudged")]
     for name, s in comparison.stability.items():
         first = s.pairs.get("1-2")
-        rows.append((name, str(s.repeats), str(s.n), _cell(s.identical, percent=True), _cell(s.within_sd),
-                     _cell(first.pearson if first else None), _cell(first.kappa if first else None), str(s.unjudged)))
+        rows.append((name, str(s.repeats), str(s.n), estimate_text(s.identical, percent=True),
+                     estimate_text(s.within_sd), estimate_text(first.pearson if first else None),
+                     estimate_text(first.kappa if first else None), str(s.unjudged)))
     return "\n".join([title, *_columns(rows)])
 
 

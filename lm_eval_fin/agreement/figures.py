@@ -28,9 +28,15 @@ class AgreementFileError(ValueError):
 
 @dataclass(frozen=True)
 class Estimate:
-    value: float
+    """A statistic, its bootstrap interval and (for correlations) scipy's two-sided p-value."""
+
+    value: float | None
     low: float | None = None
     high: float | None = None
+    p_value: float | None = None
+
+    def as_dict(self) -> dict:
+        return {"value": self.value, "low": self.low, "high": self.high, "p_value": self.p_value}
 
 
 @dataclass(frozen=True)

@@ -35,23 +35,11 @@ from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 
 from lm_eval_fin.agreement.criteria import Scale
+from lm_eval_fin.agreement.figures import Estimate
 from lm_eval_fin.agreement.settings import CONFIDENCE, RESAMPLES
 
 MIN_UNITS = 3  # a correlation of fewer units says nothing
 QUADRATIC = "quadratic"
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A statistic, its bootstrap interval and (for correlations) scipy's two-sided p-value."""
-
-    value: float | None
-    low: float | None = None
-    high: float | None = None
-    p_value: float | None = None
-
-    def as_dict(self) -> dict:
-        return {"value": self.value, "low": self.low, "high": self.high, "p_value": self.p_value}
 
 
 NO_ESTIMATE = Estimate(None)

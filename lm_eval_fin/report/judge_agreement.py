@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from lm_eval_fin.agreement.command import estimate_text
 from lm_eval_fin.agreement.criteria import family_of
 from lm_eval_fin.agreement.figures import Estimate, MetricAgreement, judged_metrics, read_agreement
 
@@ -46,13 +47,9 @@ class JudgeAgreement:
 
 
 def _estimate(name: str, estimate: Estimate | None, percent: bool = False) -> str | None:
-    if estimate is None:
+    if estimate is None or estimate.value is None:
         return None
-    scale, digits = (100, 0) if percent else (1, 2)
-    text = f"{name} {estimate.value * scale:.{digits}f}{'%' if percent else ''}"
-    if estimate.low is not None and estimate.high is not None:
-        text += f" [{estimate.low * scale:.{digits}f}, {estimate.high * scale:.{digits}f}]"
-    return text
+    return f"{name} {estimate_text(estimate, percent=percent)}"
 
 
 def describe(entry: MetricAgreement) -> str:

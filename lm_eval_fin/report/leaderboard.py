@@ -148,8 +148,10 @@ def _columns(rows: Sequence[Row], catalog: Catalog) -> list[Column]:
         for run in row.runs:
             for task, task_run in run.tasks.items():
                 for metric in task_run.metrics.values():
-                    columns.setdefault(f"{task}/{metric.name}", Column(
-                        task, metric.name, metric.higher_is_better, catalog.is_diagnostic(task, metric.name)))
+                    key = f"{task}/{metric.name}"
+                    if key not in columns:  # the first run that reports a metric makes its column
+                        columns[key] = Column(task, metric.name, metric.higher_is_better,
+                                              catalog.is_diagnostic(task, metric.name))
     task_order = {task: n for n, task in enumerate(dict.fromkeys(c.task for c in columns.values()))}
     return sorted(columns.values(), key=lambda c: task_order[c.task])  # stable: metrics keep their order
 
@@ -179,7 +181,7 @@ def headline_columns(board_columns: Sequence[Column], rows: Sequence[Row], catal
     return found
 
 
-def baseline_rows(rows: list[Row], tasks: Sequence[str], catalog: Catalog, samples_of, settings: Settings,
+def baseline_rows(tasks: Sequence[str], catalog: Catalog, samples_of, settings: Settings,
                   notes: list[str]) -> list[Row]:
     """The rows each benchmark's view computes without a model, one per baseline name."""
     made: dict[str, Row] = {}
@@ -276,7 +278,7 @@ def build_leaderboard(
         row.index = number
     board = Leaderboard(models, columns, headlines, comparisons, list(unreadable), settings, catalog)
     tasks = board.tasks
-    extra = baseline_rows(models, tasks, catalog, board.samples, settings, board.notes) + reference_rows(tasks, catalog)
+    extra = baseline_rows(tasks, catalog, board.samples, settings, board.notes) + reference_rows(tasks, catalog)
     for number, row in enumerate(extra, start=len(models) + 1):
         row.index = number
     board.rows = models + extra

@@ -325,3 +325,18 @@ def test_a_bad_agreement_file_stops_the_report_in_one_line(tmp_path, capsys, con
     _, err = capsys.readouterr()
     assert code == 2 and err.count("\n") == 1 and message in err and str(bad) in err
     assert not (tmp_path / "out").exists()
+
+
+def test_score_judge_repeat_prints_the_judges_agreement_with_itself(tmp_path):
+    """What `score --judge_repeat N` prints after its N scorings: the results files they wrote."""
+    from lm_eval_fin.harness.rescore import judge_stability as printed_stability
+
+    judged_runs(tmp_path / "runs")
+    judged_runs(tmp_path / "runs", date="2025-01-02T00-00-00.000001")  # the same judge on the same answers again
+    results = sorted((tmp_path / "runs").rglob("results_*.json"))
+    assert len(results) == 4  # two models, two scorings
+    text = printed_stability(results)
+    assert f"fin_lfqa · judge vs itself: {JUDGE_A}" in text
+    overall = next(line for line in text.splitlines() if line.startswith("overall"))
+    assert overall.split()[1:4] == ["2", "12", "100%"]  # 2 runs, 12 answers, all identical
+    assert printed_stability(results[:1]) == "no judged answer was repeated"

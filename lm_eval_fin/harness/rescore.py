@@ -171,9 +171,11 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
             for repeat in range(args.judge_repeat):
                 seeded = {**options, "seed": options.get("seed", defaults.seed) + repeat} if args.judge_repeat > 1 \
                     else options
-                before = set(output.rglob("results_*.json"))
+                # the results files each repeat writes, for the stability table (walks of the output tree)
+                before = set(output.rglob("results_*.json")) if args.judge_repeat > 1 else set()
                 failures = _replay(files, spec, seeded, output, unsafe, f"run {date or folder}")
-                scored += sorted(set(output.rglob("results_*.json")) - before)
+                if args.judge_repeat > 1:
+                    scored += sorted(set(output.rglob("results_*.json")) - before)
                 run.report_failures(PROG, failures)
                 failed = failed or bool(failures)
             if args.judge_repeat > 1 and spec is not None:
@@ -200,18 +202,11 @@ def _replay(files, spec: str | None, options: dict, output: Path, unsafe: list[s
 def judge_stability(results: Sequence[Path]) -> str:
     """How well the judge agreed with itself over the repeated scorings (:mod:`lm_eval_fin.agreement`)."""
     from lm_eval_fin.agreement.command import render
-    from lm_eval_fin.agreement.criteria import family_of
     from lm_eval_fin.agreement.matching import collect
     from lm_eval_fin.agreement.settings import StudySettings
-    from lm_eval_fin.agreement.study import repeats_comparison
+    from lm_eval_fin.agreement.study import REPEATS, run_study
 
-    collection = collect([str(path) for path in results])
     settings = StudySettings()
-    tables: list[tuple[str, str]] = []
-    for judge in collection.judges:
-        for task in sorted({answer.task for answer in collection.answers}):
-            family = family_of(task)
-            comparison = repeats_comparison(collection, judge, family, settings) if family else None
-            if comparison is not None and comparison.family not in {t[0] for t in tables}:
-                tables.append((comparison.family, render(comparison, settings.confidence)))
-    return "\n".join(text for _, text in tables) or "no judged answer was repeated"
+    study = run_study(collect([str(path) for path in results]), None, settings)
+    tables = [render(c, settings.confidence) for c in study.comparisons if c.kind == REPEATS]
+    return "\n".join(tables) or "no judged answer was repeated"

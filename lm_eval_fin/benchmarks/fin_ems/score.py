@@ -83,6 +83,13 @@ def unjudged_details(error: str, with_bertscore: Sequence[float | None]) -> list
     return [{"bertscore_f1": score, "ems": {"method": LLM, "judge_error": error}} for score in with_bertscore]
 
 
+def answer_values(answer: str, reference: str, details: Mapping[str, Any]) -> dict[str, float | None]:
+    """The scores of one answer: its text against the reference (ROUGE-L, BLEU) and what the
+    scoring pass recorded for it (whole-answer BERTScore, EMS)."""
+    return {**text_scores(answer, reference), "bertscore_f1": details.get("bertscore_f1"),
+            **ems_values(details.get("ems") or {})}
+
+
 def ems_values(ems: Mapping[str, Any]) -> dict[str, float | None]:
     """The EMS metric values of one document's record: P/R/F1 per scorer of its method (None
     where the document was left unjudged for that scorer), the RAGChecker-style claim figures

@@ -148,9 +148,7 @@ def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None
     record = scored_record(results)
     settings = RunSettings.from_json(doc["settings"])
     return metric_values(settings, {
-        **score.text_scores(record["answer"], doc["reference"]),
-        "bertscore_f1": record.get("bertscore_f1"),
-        **score.ems_values(record.get("ems") or {}),
+        **score.answer_values(record["answer"], doc["reference"], record),
         "truncated_documents": doc.get("truncated", False),
         "truncated_answers": record.get("truncated_answer", False),
         "degenerate_answer": degenerate_answer(record),

@@ -139,8 +139,7 @@ def _score(answers: list[str], references: list[str], bertscore_model: str | Non
         details = [{"ems": score.document_details(run, i)} for i in range(len(answers))]
     scored = []
     for answer_text, reference, detail in zip(answers, references, details):
-        values = {**score.text_scores(answer_text, reference), "bertscore_f1": detail.get("bertscore_f1"),
-                  **score.ems_values(detail["ems"])}
+        values = score.answer_values(answer_text, reference, detail)
         scored.append({name: float(v) for name, v in values.items() if isinstance(v, (int, float))})
     return scored
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -64,3 +64,13 @@ def read_text(path: str | Path, error: type[Exception] = ValueError) -> str:
 def _not_utf8(where: str, line: bytes, offset: int) -> str:
     return f"{where}: not UTF-8 text (byte 0x{line[offset]:02x} at column {offset + 1}); save the file as UTF-8"
 
+
+
+def check_unique_ids(located: Iterable[tuple[str, str]], error: type[Exception] = ValueError, name: str = "id",
+                     need: str = "its own id") -> None:
+    """Each ``(id, "file:line")`` once: a repeated id raises ``error`` naming both places."""
+    first: dict[str, str] = {}
+    for identifier, where in located:
+        earlier = first.setdefault(identifier, where)
+        if earlier != where:
+            raise error(f"{where}: {name} {identifier!r} again (first at {earlier}); each record needs {need}")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import candidates_of, prompt_text
-from lm_eval_fin.jsonl import read_jsonl
+from lm_eval_fin.jsonl import check_unique_ids, read_jsonl
 
 EXPECTED = (
     "a FinAgentBench challenge JSONL file (or a folder of them): one JSON object per line with "
@@ -92,13 +92,8 @@ def read_records(data_path: str | Path, kind: str = "document") -> list[tuple[st
     ]
     if not records:
         raise ChallengeFormatError(f"{data_path} holds no records; expected {EXPECTED}")
-    first: dict[str, str] = {}
-    for where, record in records:
-        query = str(record.get("uuid", record.get("_id")))
-        earlier = first.setdefault(query, where)
-        if earlier != where:
-            raise ChallengeFormatError(f"{where}: query id {query!r} again (first at {earlier}); each record needs "
-                                       "its own 'uuid' or '_id'")
+    check_unique_ids(((str(record.get("uuid", record.get("_id"))), where) for where, record in records),
+                     ChallengeFormatError, "query id", "its own 'uuid' or '_id'")
     return records
 
 

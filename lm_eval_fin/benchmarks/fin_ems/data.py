@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from lm_eval_fin import atomic
-from lm_eval_fin.jsonl import read_jsonl
+from lm_eval_fin.jsonl import check_unique_ids, read_jsonl
 
 JSONL_NAME = "earnings_call_qa.jsonl"
 DISK_NAME = "hf_dataset"
@@ -85,7 +85,6 @@ def read_dataset(data_path: str | Path) -> list[dict]:
             raise DatasetError(f"{exc}; expected {EXPECTED}") from None
     else:
         raise DatasetError(f"data_path {str(path)!r} does not exist; expected {EXPECTED}")
-    first: dict[str, str] = {}
     for where, record in located:
         if not isinstance(record, dict):
             raise DatasetError(f"{where}: a {type(record).__name__}, not an object; expected {EXPECTED}")
@@ -95,9 +94,8 @@ def read_dataset(data_path: str | Path) -> list[dict]:
             problems = [f"no {', '.join(missing)}"] if missing else []
             problems += [f"{name} is a {type(record[name]).__name__}, not text" for name in not_text]
             raise DatasetError(f"{where}: {'; '.join(problems)}; expected {EXPECTED}")
-        earlier = first.setdefault(record["id"], where)
-        if earlier != where:  # ids key the per-document details a report joins to each answer
-            raise DatasetError(f"{where}: id {record['id']!r} again (first at {earlier}); each record needs its own id")
+    # ids pair each answer with its question across runs (the report, score)
+    check_unique_ids(((record["id"], where) for where, record in located), DatasetError)
     if not located:
         raise DatasetError(f"{path} holds no records; expected {EXPECTED}")
     return [record for _, record in located]

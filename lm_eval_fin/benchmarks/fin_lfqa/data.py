@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_fin import attribution
-from lm_eval_fin.jsonl import read_jsonl, read_text
+from lm_eval_fin.jsonl import check_unique_ids, read_jsonl, read_text
 from lm_eval_fin.jsontext import field
 
 logger = logging.getLogger(__name__)
@@ -421,12 +421,7 @@ def read_examples(split: str = "validation", data_path: str | None = None) -> li
         raise SchemaError(f"{Path(data_path).expanduser() if data_path else HUB_DATASET}: holds no records; "
                           f"expected the hub schema of {HUB_DATASET}")
     examples = [read_example(record, position, where) for position, (where, record) in enumerate(records)]
-    first: dict[str, Example] = {}
-    for example in examples:
-        earlier = first.setdefault(example.identifier, example)
-        if earlier is not example:
-            raise SchemaError(f"{example.where}: id {example.identifier!r} again (first at {earlier.where}); "
-                              "each record needs its own id")
+    check_unique_ids(((example.identifier, example.where) for example in examples), SchemaError)
     return examples
 
 

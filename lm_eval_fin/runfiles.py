@@ -37,6 +37,8 @@ NO_FILTER = "none"
 PREDICT_ONLY_METRIC = "bypass"
 # keys of a task's results entry that are not metrics
 _NOT_METRICS = {"alias", "name", "sample_len", "samples", " "}
+# model arguments that name the model evaluated, first found wins
+MODEL_ID_ARGS = ("pretrained", "model", "model_name", "path")
 
 
 class RunError(Exception):
@@ -113,14 +115,16 @@ class Run:
         return parse_model_args(self.config.get("model_args"))
 
     @property
+    def model_id(self) -> str:
+        """The model as given to lm-eval (its path or hub id), else lm-eval's model name."""
+        args = self.model_args
+        found = next((str(args[k]) for k in MODEL_ID_ARGS if args.get(k)), None)
+        return found or str(self.results.get("model_name") or self.config.get("model") or "unknown model")
+
+    @property
     def model(self) -> str:
         """The model's short name: the last part of its path or hub id."""
-        args = self.model_args
-        name = next(
-            (str(args[k]) for k in ("pretrained", "model", "model_name", "path") if args.get(k)),
-            str(self.results.get("model_name") or self.config.get("model") or "unknown model"),
-        )
-        return name.rstrip("/").rsplit("/", 1)[-1] or name
+        return short_name(self.model_id)
 
 
 @dataclass(frozen=True)
@@ -144,6 +148,11 @@ class SamplesFile:
         """The results file of the same run, when it is there."""
         path = self.path.parent / f"results_{self.date}.json"
         return path if self.date and path.is_file() else None
+
+
+def short_name(model_id: str) -> str:
+    """The last part of a model's path or hub id."""
+    return model_id.rstrip("/").rsplit("/", 1)[-1] or model_id
 
 
 def parse_model_args(value: Any) -> dict:

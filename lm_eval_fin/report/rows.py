@@ -24,11 +24,10 @@ from lm_eval_fin import paths
 from lm_eval_fin.records import JUDGE_USAGE
 from lm_eval_fin.report import stats
 from lm_eval_fin.report.catalog import USAGE_LABELS, Catalog
-from lm_eval_fin.runfiles import Run, run_settings
+from lm_eval_fin.runfiles import MODEL_ID_ARGS, Run, run_settings, short_name
 
 SEED_FIELDS = ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")
 LM_EVAL_SEEDS = [0, 1234, 1234, 1234]  # lm-eval's defaults of those seeds
-MODEL_ID_ARGS = ("pretrained", "model", "model_name", "path")
 MODEL, BASELINE, REFERENCE = "model", "baseline", "reference"
 
 
@@ -89,13 +88,6 @@ def _flat(prefix: str, value: Any) -> dict[str, str]:
     return {}
 
 
-def model_id(run: Run) -> str:
-    """The model as given to lm-eval (its path or hub id), else lm-eval's model name."""
-    args = run.model_args
-    found = next((str(args[k]) for k in MODEL_ID_ARGS if args.get(k)), None)
-    return found or str(run.results.get("model_name") or run.config.get("model") or "unknown model")
-
-
 def settings_of(run: Run) -> dict[str, str]:
     """What a run was run with beyond its model and tasks, flattened to ``name -> text``
     (``--limit`` is not a setting of the model's: it is a badge)."""
@@ -142,7 +134,7 @@ def group_rows(runs: Sequence[Run], names: dict[str, str] | None = None) -> list
     models: dict[tuple[str, str], list[Run]] = {}
     for run in runs:
         given = names.get(str(run.results_dir)) or ""
-        models.setdefault((given, given or model_id(run)), []).append(run)
+        models.setdefault((given, given or run.model_id), []).append(run)
     rows: list[Row] = []
     for (given, identity), members in models.items():
         # the model's own row starts from its run closest to the task defaults
@@ -170,10 +162,6 @@ def group_rows(runs: Sequence[Run], names: dict[str, str] | None = None) -> list
         row.index = number
     name_rows(rows)
     return rows
-
-
-def short_name(identity: str) -> str:
-    return identity.rstrip("/").rsplit("/", 1)[-1] or identity
 
 
 def name_rows(rows: Sequence[Row]) -> None:

@@ -238,7 +238,7 @@ def scripted_build(tmp_path, monkeypatch):
 
     monkeypatch.setattr("lm_eval_fin.judge.load_judge", load_judge)
     # the scripted specs name no model or server to check before the build
-    monkeypatch.setattr("lm_eval_fin.judge.preflight.judge_problems", lambda spec, score_later=True: [])
+    monkeypatch.setattr("lm_eval_fin.judge.preflight.judge_problems", lambda specs, score_later=True: [])
 
     def run(*extra):
         out = tmp_path / f"built-{len(list(tmp_path.glob('built-*')))}"

@@ -110,8 +110,7 @@ def main(args: argparse.Namespace) -> int:
     # before any judge works: each judge can answer, the cache takes writes, the output has room
     output = atomic.output_problem(args.output_path)
     problems = [Problem(output)] if output else []
-    for spec in dict.fromkeys(roles.values()):
-        problems += [p for p in judge_problems(parse_spec(spec), score_later=False) if p not in problems]
+    problems += judge_problems([parse_spec(spec) for spec in dict.fromkeys(roles.values())], score_later=False)
     if problems:
         return exit_status.report("lm-eval-fin build", problems)
     # One judge per distinct spec: a model serving two roles is loaded once.

@@ -147,8 +147,7 @@ def run_problems(lm_args: Any, benchmarks: Sequence[Benchmark]) -> list[Problem]
     problems, judges, data_bytes = task_problems(
         getattr(lm_args, "tasks", None) or [], getattr(lm_args, "metadata", None) or {}, benchmarks, scored
     )
-    for spec in sorted(judges):
-        problems += [p for p in judge_problems(parse_spec(spec)) if p not in problems]
+    problems += judge_problems(parse_spec(spec) for spec in sorted(judges))
     model = model_problem(getattr(lm_args, "model", None), getattr(lm_args, "model_args", None))
     if model is not None:
         problems.append(model)

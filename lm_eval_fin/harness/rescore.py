@@ -155,7 +155,7 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
         problems.append(exit_status.Problem(
             f"scoring {', '.join(unsafe)} runs the model's code in the sandbox: pass --confirm_run_unsafe_code"))
     if spec is not None:
-        problems += judge_problems(parse_spec(spec), score_later=False)
+        problems += judge_problems([parse_spec(spec)], score_later=False)
     if problems:
         return exit_status.report(PROG, problems)
     defaults = JudgeOptions()

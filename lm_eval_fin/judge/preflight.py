@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import urllib.request
+from collections.abc import Iterable
 
 from lm_eval_fin import hub
 from lm_eval_fin.exit_status import JUDGE_CACHE, Problem
@@ -66,14 +67,12 @@ def cache_problem(path: str | os.PathLike | None = None) -> str | None:
     return None
 
 
-def judge_problems(spec: JudgeSpec, score_later: bool = True) -> list[Problem]:
-    """Everything that keeps the judge ``spec`` from working, asked before any work: the
-    judge itself (:func:`judge_problem`, status 2) and its cache (status 3)."""
-    problems = []
-    judge = judge_problem(spec, score_later)
-    if judge is not None:
-        problems.append(Problem(judge))
-    cache = cache_problem()
+def judge_problems(specs: Iterable[JudgeSpec], score_later: bool = True) -> list[Problem]:
+    """Everything that keeps the judges ``specs`` from working, asked before any work: each
+    judge itself (:func:`judge_problem`, status 2) and, once, the cache they share (status 3)."""
+    specs = list(specs)
+    problems = [Problem(found) for found in (judge_problem(spec, score_later) for spec in specs) if found]
+    cache = cache_problem() if specs else None
     if cache is not None:
         problems.append(Problem(cache, JUDGE_CACHE))
     return problems

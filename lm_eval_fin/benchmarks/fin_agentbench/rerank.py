@@ -345,7 +345,7 @@ def main(args: argparse.Namespace) -> int:
             if judge is None:
                 problems.append(Problem("variant(s) other than bm25 need a judge: pass --judge or set LM_EVAL_FIN_JUDGE"))
             elif getattr(judge, "parsed_spec", None) is not None:  # a judge of ours (not a test double)
-                problems += judge_problems(judge.parsed_spec, score_later=False)
+                problems += judge_problems([judge.parsed_spec], score_later=False)
     except ValueError as exc:  # a bad spec (JudgeSpecError) or bad judge options
         problems.append(Problem(str(exc)))
     if problems:

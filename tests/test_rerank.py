@@ -1117,3 +1117,11 @@ def test_docstring_examples(module):
 
     result = doctest.testmod(importlib.import_module(f"lm_eval_fin.rerank.{module}"))
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_a_bound_below_one_names_the_snake_case_flag(tmp_path, capsys):
+    from lm_eval_fin import cli
+
+    code = cli.main(["rerank", "--data", str(tmp_path / "absent.jsonl"), "--llm_chunk_chars", "0"])
+    err = capsys.readouterr().err
+    assert code == 2 and "--llm_chunk_chars must be at least 1" in err and "llm-chunk-chars" not in err

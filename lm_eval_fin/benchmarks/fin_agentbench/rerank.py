@@ -330,7 +330,7 @@ def main(args: argparse.Namespace) -> int:
         problems.append(Problem(str(exc)))
     for name in ("k", "max_attempts", "llm_chunk_chars", "llm_prompt_chars", "raw_chars", "rounds"):
         if getattr(args, name) < 1:
-            problems.append(Problem(f"--{name.replace('_', '-')} must be at least 1"))
+            problems.append(Problem(f"--{name} must be at least 1"))  # the snake_case flag, as help shows it
     if args.limit is not None and args.limit < 1:
         problems.append(Problem("--limit must be at least 1"))
     output = atomic.output_problem(args.output_path)

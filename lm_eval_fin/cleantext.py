@@ -18,12 +18,13 @@ from collections.abc import Mapping
 MAX_ANSWER_CHARS = 200_000
 
 # ANSI/ECMA-48 escape sequences: CSI (ESC [ or the C1 byte 0x9b), OSC/DCS/SOS/PM/APC strings
-# with their terminator (BEL, ESC \ or the C1 ST), and two-byte ESC sequences. A string left
-# unterminated loses only its introducer (below, or as a control): a stray C1 byte in
-# mis-decoded text must not swallow the rest of an answer.
+# with their terminator (BEL, ESC \ or the C1 ST) on the same line, and two-byte ESC
+# sequences. A string left unterminated on its line loses only its introducer (below, or as a
+# control): a stray C1 byte in mis-decoded text must not swallow the lines after it up to a
+# stray BEL.
 _ESCAPES = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]?"
-    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)"
+    r"|(?:\x1b[\]PX^_]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)"
     r"|\x1b[ -~]?"
 )
 # C0 controls but tab and newline (carriage returns become newlines first), DEL, C1 controls,

@@ -5,7 +5,7 @@ import random
 
 import pytest
 import pytrec_eval
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from lm_eval_fin.ranking import parse_ranking, rank_metrics, unique
@@ -170,6 +170,7 @@ def test_parse_ranking_never_crashes(text):
     st.text(max_size=40),
     st.text(max_size=40),
 )
+@example(ids=[0], before="\x9d", after="\x07")  # a C1 OSC introducer and a BEL lines apart: no escape string
 def test_parse_ranking_finds_a_list_in_prose(ids, before, after):
     before, after = before.replace("[", "").replace("]", ""), after.replace("[", "").replace("]", "")
     text = f"{before}\n[{', '.join(map(str, ids))}]\n{after}"

@@ -92,6 +92,13 @@ DRIFTS = {
         "1. CWT grew.\nEvidence:\n- CWT [2, 3]\n- AWK [4]\nKnowledge: [1]",
         [("CWT grew.", {("CWT", 2), ("CWT", 3), ("AWK", 4)}, 0, {1})],
     ),
+    "Markdown bullets with attributes on nested lines": (
+        "Here is the analysis.\n\n- **CWT** rose 25%.\n  - Evidence: CWT [16]\n  - Code:\n    ```python\n"
+        "    def f():\n        return 25.0\n    ```\n  - Knowledge: [3]\n* AWK was flat.\n    * **Evidence:** AWK [2]\n"
+        "      - AWK [5]\n    * Knowledge: 1\n- CWT borrowed more.\n  - Evidence: inferred from clause 1",
+        [("CWT rose 25%.", {("CWT", 16)}, 1, {3}), ("AWK was flat.", {("AWK", 2), ("AWK", 5)}, 0, {1}),
+         ("CWT borrowed more.", set(), 0, set())],
+    ),
     "attributes without numbered clauses": (
         "CWT grew 5%.\nEvidence: CWT [1]",
         [("CWT grew 5%.", {("CWT", 1)}, 0, set())],
@@ -106,6 +113,12 @@ def test_drift_formats_parse(name):
     assert not answer.parse_failure
     got = [(c.text, set(c.evidence), len(c.code), set(c.knowledge)) for c in answer.clauses]
     assert got == expected
+
+
+def test_clause_numbers_are_kept():
+    answer = parse_answer("2. B.\nEvidence: CWT [1]\nClause 5: C.\nEvidence: AWK [2]", COMPANIES)
+    assert [c.number for c in answer.clauses] == [2, 5]
+    assert parse_answer("- B.\n  - Evidence: CWT [1]", COMPANIES).clauses[0].number is None
 
 
 @pytest.mark.parametrize(

@@ -58,10 +58,11 @@ class ScriptedModel:
 @pytest.mark.parametrize(
     "answer, clauses",
     [
-        ("1. CWT's expense rose 25%.\n2. AWK's was flat\nat $110 million.", ["CWT's expense rose 25%.",
-                                                                            "AWK's was flat at $110 million."]),
-        ("Here is the answer:\n**1.** First.\n2) Second.", ["Here is the answer:", "First.", "Second."]),
-        ("No numbering at all.", ["No numbering at all."]),
+        ("1. CWT's expense rose 25%.\n2. AWK's was flat\nat $110 million.", [(1, "CWT's expense rose 25%."),
+                                                                            (2, "AWK's was flat at $110 million.")]),
+        ("Here is the answer:\n**1.** First.\n3) Second.", [(None, "Here is the answer:"), (1, "First."),
+                                                           (3, "Second.")]),
+        ("No numbering at all.", [(None, "No numbering at all.")]),
         ("", []),
     ],
 )
@@ -91,6 +92,27 @@ def test_merge_attributes_by_hand():
     final, _ = refine.merge_attributes("1. A.\n2. B.", "1. Evidence: CWT [1]\n2. Evidence: inferred from clause 1",
                                        ["CWT"])
     assert attribution.parse_answer(final, ["CWT"]).clauses[1].inferred_from == (1,)
+
+
+def test_merge_goes_by_clause_number():
+    """A reply that skips a clause number keeps each attribute on the clause of its number
+    (by position, clause 3's evidence would land on clause 2 and clause 2 would get none)."""
+    answer = "1. CWT's expense rose 25%.\n2. AWK's was flat.\n3. CWT borrowed more."
+    attributes = "1. Evidence: CWT [1]\nKnowledge: [0]\n3. Evidence: CWT [7]; inferred from clause 1\nKnowledge: [4]"
+    final, read = refine.merge_attributes(answer, attributes, ["CWT", "AWK"])
+    clauses = attribution.parse_answer(final, ["CWT", "AWK"]).clauses
+    assert read and [c.text for c in clauses] == ["CWT's expense rose 25%.", "AWK's was flat.", "CWT borrowed more."]
+    assert [c.evidence for c in clauses] == [(("CWT", 1),), (), (("CWT", 7),)]
+    assert [c.knowledge for c in clauses] == [(0,), (), (4,)]
+    # the answer skips a number: "inferred from clause 4" follows clause 4 to its new place, 2
+    final, _ = refine.merge_attributes("1. A.\n4. B.\n5. C.", "5. Evidence: inferred from clause 4\n4. Evidence: CWT [2]",
+                                       ["CWT"])
+    clauses = attribution.parse_answer(final, ["CWT"]).clauses
+    assert [c.evidence for c in clauses] == [(), (("CWT", 2),), ()]
+    assert clauses[2].inferred_from == (2,)
+    # an unnumbered reply goes by position
+    final, _ = refine.merge_attributes("1. A.\n2. B.", "Evidence: CWT [3]", ["CWT"])
+    assert [c.evidence for c in attribution.parse_answer(final, ["CWT"]).clauses] == [(("CWT", 3),), ()]
 
 
 def test_unreadable_attributes_leave_the_answer_unattributed():

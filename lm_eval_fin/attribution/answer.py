@@ -39,6 +39,7 @@ class Clause:
     code: tuple[str, ...] = ()
     knowledge: tuple[int, ...] = ()
     inferred_from: tuple[int, ...] = ()  # clause numbers named by "inferred from clause N"
+    number: int | None = None  # the number the answer wrote before the clause (None: unnumbered)
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,8 @@ _LIST_CONTINUATION = re.compile(r"^[ \t]*(?:[-*+•][ \t]+|\[|\{|[A-Z][A-Z0-9.&\
 
 
 class _ClauseBuilder:
-    def __init__(self, text: str = ""):
+    def __init__(self, text: str = "", number: int | None = None):
+        self.number = number
         self.text_lines: list[str] = [text] if text else []
         self.evidence_values: list[str] = []
         self.knowledge_values: list[str] = []
@@ -170,6 +172,7 @@ class _ClauseBuilder:
             code=tuple(self.code),
             knowledge=parse_indices(" , ".join(self.knowledge_values)),
             inferred_from=inferred_clauses(evidence),
+            number=self.number,
         )
 
 
@@ -197,6 +200,22 @@ def _split_labels(line: str) -> tuple[str, list[tuple[str, str]]]:
         segments.append((label, rest[: following.start()].strip().rstrip(".;,|")))
         label, rest = _LABELS[following["label"].lower()], rest[following.end():]
     return prose, segments
+
+
+# A Markdown bullet at the left margin, and an attribute label on an indented line under one.
+_TOP_BULLET = re.compile(r"^[-*+•][ \t]+(?P<rest>\S.*)$")
+_NESTED = re.compile(r"^[ \t]+\S")
+
+
+def _bulleted_clauses(lines: Sequence[str]) -> bool:
+    """Whether the answer lists its clauses as Markdown bullets with their attributes on
+    indented lines below them ("- Clause.\\n  - Evidence: ..."): no numbered clause, some
+    label on an indented line and some bullet at the margin that is not a label. Then each
+    such bullet starts a clause; otherwise a bullet after an attribute continues its list."""
+    if any(_CLAUSE_HEADER.match(line) for line in lines):
+        return False
+    nested_label = any(_NESTED.match(line) and _LINE_LABEL.match(line) for line in lines)
+    return nested_label and any(_TOP_BULLET.match(line) and not _LINE_LABEL.match(line) for line in lines)
 
 
 def _unwrap_outer_fence(text: str) -> str:
@@ -247,7 +266,9 @@ def _parse_text(text: str, companies: Sequence[str]) -> tuple[tuple[Clause, ...]
             current().code.append(clean_snippet("\n".join(unfenced_code)))
         unfenced_code = None
 
-    for line in _unwrap_outer_fence(text).split("\n"):
+    lines = _unwrap_outer_fence(text).split("\n")
+    bullet_clauses = _bulleted_clauses(lines)
+    for line in lines:
         if fence is not None:
             stripped = line.strip()
             if stripped.startswith(fence) and not stripped.lstrip(fence[0]).strip():
@@ -267,9 +288,13 @@ def _parse_text(text: str, companies: Sequence[str]) -> tuple[tuple[Clause, ...]
                 continue
             close_unfenced()
         header = _CLAUSE_HEADER.match(line)
+        bullet = _TOP_BULLET.match(line) if bullet_clauses and not header else None
         if header:
-            builders.append(_ClauseBuilder())
+            builders.append(_ClauseBuilder(number=int(header["named"] or header["number"])))
             line = header["rest"] or ""
+        elif bullet and not _LINE_LABEL.match(line):
+            builders.append(_ClauseBuilder())  # "- a clause" with its attributes on nested lines
+            line = bullet["rest"]
         prose, segments = _split_labels(line)
         builder = current()
         if prose.strip():

@@ -4,8 +4,10 @@ The paper shows no prompt for the models it evaluates (it calls its setting "a n
 question-answer approach"); the one answer prompt it shows is its Figure 3, which wrote the
 individual answers behind its references. The model under test gets Figure 3's instructions
 (our words): understand the question, then answer clearly, completely, accurately and
-concisely, without citations, and check the answer before finishing; so the answer and its
-reference are asked for in the same way.
+concisely, without citations, and check the answer before finishing. The builder's answerers
+(:mod:`lm_eval_fin.builders.earnings_call`) get a shorter wording of the same four qualities,
+with a coverage instruction of its own and no final review: alike in the qualities asked
+for, not word for word (tasks/fin_ems/README.md says so).
 
 Transcripts run to 20k tokens, more than many models' context. The transcript, and only the
 transcript, is cut so that the whole prompt plus the answer budget fits (see

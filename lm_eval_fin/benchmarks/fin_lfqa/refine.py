@@ -8,7 +8,7 @@ a trace of the steps.
 
 * :func:`posthoc`: the first reply is the answer alone (figure 3); one step asks for the
   attributes of its clauses (figure 4). The final answer is the first reply's clauses, each
-  with the attributes given for its number (:func:`merge_attributes`).
+  with the attributes given under its clause number (:func:`merge_attributes`).
 * :func:`iterative`: the first reply is an end-to-end answer. Each round runs its code in the
   sandbox, shows the analysis with the execution results to the model for feedback (figure
   6), and, unless the model replies "Done", asks for the analysis revised as the feedback
@@ -42,47 +42,71 @@ _DONE = re.compile(rf"\W*{prompt.DONE}\W*", re.IGNORECASE)
 # ----------------------------------------------------------------------------------- post-hoc
 
 
-def answer_clauses(answer: str) -> list[str]:
-    """The clause texts of an answer written as numbered clauses (a clause runs on over the
-    lines up to the next number); an answer without numbers is one clause."""
-    clauses: list[str] = []
+def answer_clauses(answer: str) -> list[tuple[int | None, str]]:
+    """The (number, text) of each clause of an answer written as numbered clauses (a clause
+    runs on over the lines up to the next number); an answer without numbers is one clause,
+    numbered None."""
+    clauses: list[tuple[int | None, str]] = []
+    number: int | None = None
     lines: list[str] = []
     for line in (answer or "").splitlines():
         numbered = _NUMBERED.match(line)
         if numbered:
             if lines:
-                clauses.append(" ".join(lines))
-            lines = [numbered["text"].strip()]
+                clauses.append((number, " ".join(lines)))
+            number, lines = int(numbered["number"]), [numbered["text"].strip()]
         elif line.strip():
             lines.append(line.strip())
     if lines:
-        clauses.append(" ".join(lines))
-    return [re.sub(r"\*\*|__", "", clause).strip() for clause in clauses if clause.strip()]
+        clauses.append((number, " ".join(lines)))
+    cleaned = [(n, re.sub(r"\*\*|__", "", text).strip()) for n, text in clauses]
+    return [(n, text) for n, text in cleaned if text]
+
+
+def _slots(numbers: Sequence[int | None], given: Sequence[int | None]) -> list[int] | None:
+    """For each attributed clause of the second step, the position of the answer's clause it
+    belongs to, by clause number; None when the numbers cannot be paired (the answer numbers
+    no clause, or a number repeats, or an attributed clause has none), and the merge goes by
+    position instead. A number the answer does not have goes to its last clause; an
+    unnumbered lead-in of the answer gets nothing."""
+    known = [n for n in numbers if n is not None]
+    named = [n for n in given if n is not None]
+    if not known or len(set(known)) != len(known) or len(named) != len(given) or len(set(named)) != len(named):
+        return None
+    where = {n: i for i, n in enumerate(numbers) if n is not None}
+    return [where.get(n, len(numbers) - 1) for n in named]
 
 
 def merge_attributes(answer: str, attributes: str, companies: Sequence[str]) -> tuple[str, bool]:
     """(the final post-hoc answer, whether the attributes could be read).
 
-    The answer's clauses, in order, each with the attributes the second step gave under the
-    same position; attributes of further clauses join the last clause, and clauses without
-    attributes get none. When the second step has no readable attribute at all, the answer
-    is returned as it is: scored, like an end-to-end answer without attributes, as a parse
-    failure (its text still counts for the text metrics)."""
+    The answer's clauses, each with the attributes the second step gave under the same clause
+    number ("2." gets what the reply lists under "2.", whatever numbers either side skips);
+    attributes under a number the answer does not have join its last clause, and clauses
+    without attributes get none. Where either side does not number each clause once, the
+    merge goes by position (the n-th attributed clause to the n-th clause). "Inferred from
+    clause N" is renumbered with the clauses. When the second step has no readable attribute
+    at all, the answer is returned as it is: scored, like an end-to-end answer without
+    attributes, as a parse failure (its text still counts for the text metrics)."""
     parsed = attribution.parse_answer(attributes, companies)
-    texts = answer_clauses(answer)
-    if parsed.parse_failure or not texts:
+    numbered = answer_clauses(answer)
+    if parsed.parse_failure or not numbered:
         return answer, False
-    given: list[dict[str, list[Any]]] = [
-        {"evidence": list(c.evidence), "code": list(c.code), "knowledge": list(c.knowledge),
-         "inferred_from": list(c.inferred_from)}
-        for c in parsed.clauses
+    numbers = [n for n, _ in numbered]
+    slots = _slots(numbers, [c.number for c in parsed.clauses])
+    by_number = slots is not None
+    if slots is None:
+        slots = [min(i, len(numbered) - 1) for i in range(len(parsed.clauses))]
+    renumber = {n: i + 1 for i, n in enumerate(numbers) if n is not None} if by_number else {}
+    merged: list[dict[str, Any]] = [
+        {"text": text, "evidence": [], "code": [], "knowledge": [], "inferred_from": []} for _, text in numbered
     ]
-    for extra in given[len(texts):]:
-        for key, values in extra.items():
-            given[len(texts) - 1][key] += values
-    empty: dict[str, list[Any]] = {"evidence": [], "code": [], "knowledge": [], "inferred_from": []}
-    clauses = [{"text": text, **(given[i] if i < len(given) else empty)} for i, text in enumerate(texts)]
-    return prompt.render_answer(clauses), True
+    for slot, clause in zip(slots, parsed.clauses):
+        merged[slot]["evidence"] += clause.evidence
+        merged[slot]["code"] += clause.code
+        merged[slot]["knowledge"] += clause.knowledge
+        merged[slot]["inferred_from"] += [renumber.get(n, n) for n in clause.inferred_from]
+    return prompt.render_answer(merged), True
 
 
 def posthoc(docs: Sequence[dict], answers: Sequence[str], generate: Generate) -> list[tuple[str, dict]]:

@@ -154,8 +154,8 @@ def bertscore_model_problem(name: str | None) -> str | None:
 
 
 def usable_bertscore_model(preferred: str = DEFAULT_BERTSCORE_MODEL) -> str:
-    """The model a run that names none scores BERTScore with: ``preferred`` (the papers'
-    ``roberta-large``) where it can load here; otherwise ``"offline"``, the packaged MiniLM,
+    """The model a run that names none scores BERTScore with: ``preferred`` (bert-score's
+    English default ``roberta-large``; neither paper names its model) where it can load here; otherwise ``"offline"``, the packaged MiniLM,
     with a warning (once per process) that its scores are not comparable with the preferred
     model's; ``preferred`` again when the MiniLM is not installed either (its problem is then
     reported as the run starts)."""

@@ -6,6 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lm_eval_fin.benchmarks.fin_lfqa import score
+from lm_eval_fin.harness.task import mean_defined
 from lm_eval_fin.paths import metric_path
 from lm_eval_fin.sandbox import FAILURE_CATEGORIES
 
@@ -28,25 +30,37 @@ def compute(metric, predictions, **kwargs):
     return metric.compute(predictions=predictions, confirm_run_unsafe_code=True, **kwargs)
 
 
-def test_hand_computed_rate_is_micro_over_all_snippets(metric):
-    # 2 of 5 snippets run; per-example averaging would give (1/2 + 0 + 1/2) / 3 instead.
-    # The other 3 fail one way each: None returned, arguments missing, an indentation error.
-    predictions = [[RUNS, RETURNS_NONE], [NEEDS_ARGUMENTS], [RUNS, BAD_INDENT]]
-    assert compute(metric, predictions) == {
-        "code_exec_rate": 0.4, "n_snippets": 5, "n_ok": 2,
-        **NO_FAILURES, "code_none_result": 0.2, "code_missing_arguments": 0.2, "code_syntax": 0.2,
-    }  # fmt: skip
+def test_hand_computed_rate_is_the_per_answer_mean_as_the_tasks(metric):
+    """Issue 36, point 4: code_exec_rate means what the fin_lfqa task's metric of that name
+    means (each answer with code, the share of its own snippets that ran, averaged);
+    snippet_exec_rate is the paper's count over all snippets."""
+    # per answer: 1/2, 0, 1/2 -> 1/3; over all snippets: 2 of 5
+    predictions = [[RUNS, RETURNS_NONE], [NEEDS_ARGUMENTS], [], [RUNS, BAD_INDENT]]
+    result = compute(metric, predictions)
+    assert result == pytest.approx({
+        "code_exec_rate": 1 / 3, "snippet_exec_rate": 0.4, "n_snippets": 5, "n_ok": 2,
+        **NO_FAILURES, "code_none_result": 1 / 6, "code_missing_arguments": 1 / 3, "code_syntax": 1 / 6,
+    })  # fmt: skip
+    # the task's per-answer values, averaged as its YAML does (mean over the answers with code)
+    outcomes = [[{"ok": True, "category": None}, {"ok": False, "category": "none_result"}],
+                [{"ok": False, "category": "missing_arguments"}], None,
+                [{"ok": True, "category": None}, {"ok": False, "category": "syntax"}]]
+    values = [score.code_values(o, CATEGORY_KEYS) for o in outcomes]
+    for key in ["code_exec_rate", *CATEGORY_KEYS]:
+        assert mean_defined([v[key] for v in values]) == pytest.approx(result[key])
 
 
 def test_all_running_and_none_running(metric):
-    assert compute(metric, [[RUNS], [RUNS]]) == {"code_exec_rate": 1.0, "n_snippets": 2, "n_ok": 2, **NO_FAILURES}
+    assert compute(metric, [[RUNS], [RUNS]]) == {
+        "code_exec_rate": 1.0, "snippet_exec_rate": 1.0, "n_snippets": 2, "n_ok": 2, **NO_FAILURES}
     none_running = compute(metric, [[RETURNS_NONE, NEEDS_ARGUMENTS, BAD_INDENT]])
-    assert none_running["code_exec_rate"] == 0.0
+    assert none_running["code_exec_rate"] == 0.0 == none_running["snippet_exec_rate"]
     assert sum(none_running[key] for key in CATEGORY_KEYS) == 1.0
 
 
-def test_no_snippets_scores_zero_with_count_zero(metric):
-    expected = {"code_exec_rate": 0.0, "n_snippets": 0, "n_ok": 0, **NO_FAILURES}
+def test_no_snippets_is_undefined_with_count_zero(metric):
+    expected = {"code_exec_rate": None, "snippet_exec_rate": None, "n_snippets": 0, "n_ok": 0,
+                **dict.fromkeys(CATEGORY_KEYS)}
     assert compute(metric, []) == expected
     assert compute(metric, [[], []]) == expected
 
@@ -106,8 +120,10 @@ def test_bad_snippets_never_crash_and_stay_in_range(metric, predictions):
     n_snippets = sum(len(example) for example in predictions)
     assert result["n_snippets"] == n_snippets
     assert 0 <= result["n_ok"] <= n_snippets
-    assert 0.0 <= result["code_exec_rate"] <= 1.0
+    assert result["code_exec_rate"] is None or 0.0 <= result["code_exec_rate"] <= 1.0
     shares = [result[key] for key in CATEGORY_KEYS]
-    assert all(0.0 <= share <= 1.0 for share in shares)
     if n_snippets:
+        assert all(0.0 <= share <= 1.0 for share in shares)
         assert abs(sum(shares) + result["code_exec_rate"] - 1.0) < 1e-9
+    else:
+        assert result["code_exec_rate"] is None and shares == [None] * len(shares)

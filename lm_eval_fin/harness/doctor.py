@@ -80,8 +80,8 @@ def check_embedded_model() -> Check:
 
 
 def check_bertscore() -> Check:
-    """The model a fin_ems or fin_lfqa run that names none scores BERTScore with: the papers'
-    roberta-large where it can load, else the packaged MiniLM (a problem: its scores are not
+    """The model a fin_ems or fin_lfqa run that names none scores BERTScore with:
+    roberta-large (bert-score's English default) where it can load, else the packaged MiniLM (a problem: its scores are not
     comparable), else none."""
     from lm_eval_fin import textsim
 
@@ -94,7 +94,7 @@ def check_bertscore() -> Check:
         return Check("BERTScore", True, f"runs use {default} ({where}); {packaged}")
     why = problem.split(";")[0].removeprefix("BERTScore: ")
     if offline:
-        return Check("BERTScore", False, f"runs use the packaged MiniLM, not {default}, whose scores the papers report "
+        return Check("BERTScore", False, f"runs use the packaged MiniLM, not {default} (bert-score's default) "
                                          f"({why}); download {default} where the hub is reachable; {packaged}",
                      warn=True)
     return Check("BERTScore", False, f"no model: {why}, and {packaged}; fin_ems and fin_lfqa runs stop at the start",

@@ -21,9 +21,11 @@ FinLFQA asks a model to back each computed value in its answer with a Python fun
 code execution rate is the share of those snippets that run: the snippet defines a function,
 the function (the last one that needs no arguments, if several) is called with no arguments
 and returns a value other than None (not a generator or coroutine), within the time and
-resource limits. It is a micro average over all snippets of all examples. Beside it, the
-share of snippets that failed in each way (code_missing_arguments, code_none_result,
-code_syntax, ...), for comparison with the paper's error analysis. Every snippet runs in its
+resource limits. code_exec_rate is, as the fin_lfqa task's metric of that name, the mean over
+the examples with code of the share of each example's snippets that ran; snippet_exec_rate
+is the share of all snippets that ran (micro, the count the paper's section 4.3 describes).
+Beside them, per example with code and averaged the same way, the share of snippets that
+failed in each way (code_missing_arguments, code_none_result, code_syntax, ...). Every snippet runs in its
 own fresh, locked-down child process (lm_eval_fin.sandbox) with the standard library, numpy
 and pandas: no network, no writes outside a temporary folder, no new processes, limits on
 time, CPU, memory, file size and output.
@@ -40,15 +42,18 @@ Args:
         environment variable HF_ALLOW_CODE_EVAL=1, as for evaluate's code_eval. Without
         either, compute refuses to run.
 Returns:
-    code_exec_rate: share of snippets that ran, in [0, 1]; 0.0 when there are no snippets
-        (read it with n_snippets).
+    code_exec_rate: for each example with code, the share of its snippets that ran; the mean
+        over those examples, in [0, 1] (the fin_lfqa task's code_exec_rate). None when no
+        example has code.
+    snippet_exec_rate: the share of all snippets that ran (micro, as the paper counts);
+        None when there are no snippets.
     n_snippets: number of snippets.
     n_ok: number of snippets that ran.
-    code_<category>: share of all snippets that failed in that way, one key per category
-        (code_syntax, code_no_function, code_missing_arguments, code_exception,
-        code_none_result, code_generator, code_refused, code_resource, code_timeout; see
-        lm_eval_fin.sandbox.ExecResult); with code_exec_rate they add up to 1 (all 0.0
-        when there are no snippets).
+    code_<category>: per example with code, the share of its snippets that failed in that
+        way, averaged as code_exec_rate (code_syntax, code_no_function,
+        code_missing_arguments, code_exception, code_none_result, code_generator,
+        code_refused, code_resource, code_timeout; see lm_eval_fin.sandbox.ExecResult); with
+        code_exec_rate they add up to 1; None when no example has code.
 Examples:
     Three snippets: one runs, one needs arguments it is not given, one defines no function.
 
@@ -58,10 +63,10 @@ Examples:
     ...     ["def growth(current, previous):\\n    return current / previous - 1", "x = 1"],
     ... ]
     >>> results = code_exec_rate.compute(predictions=snippets, confirm_run_unsafe_code=True)
-    >>> results["code_exec_rate"], results["n_snippets"], results["n_ok"]
-    (0.3333333333333333, 3, 1)
-    >>> {name: round(results[name], 4) for name in sandbox.failure_categories([]) if results[name]}
-    {'code_no_function': 0.3333, 'code_missing_arguments': 0.3333}
+    >>> results["code_exec_rate"], results["snippet_exec_rate"], results["n_snippets"], results["n_ok"]
+    (0.5, 0.3333333333333333, 3, 1)
+    >>> {name: results[name] for name in sandbox.failure_categories([]) if results[name]}
+    {'code_no_function': 0.25, 'code_missing_arguments': 0.25}
 
     numpy and pandas are there; writing outside the snippet's folder is refused.
 
@@ -109,13 +114,26 @@ class CodeExecRate(WritableInputs, evaluate.Metric):
     ):
         if not (confirm_run_unsafe_code or os.environ.get("HF_ALLOW_CODE_EVAL") == "1"):
             raise ValueError(_WARNING)
-        snippets = [code for example in predictions for code in example or ()]
+        examples = [list(example or ()) for example in predictions]
         results = sandbox.run_codes(
-            snippets, timeout=timeout, workers=num_workers, memory_mb=memory_mb
+            [code for example in examples for code in example], timeout=timeout, workers=num_workers, memory_mb=memory_mb
         )
+        per_example, start = [], 0
+        for example in examples:  # each example's results, for the per-answer mean
+            if example:
+                per_example.append(results[start: start + len(example)])
+            start += len(example)
         return {
-            "code_exec_rate": sandbox.code_exec_rate(results),
+            **_per_answer_means(per_example),
+            "snippet_exec_rate": sandbox.code_exec_rate(results) if results else None,
             "n_snippets": len(results),
             "n_ok": sum(result.ok for result in results),
-            **sandbox.failure_categories(results),
         }
+
+
+def _per_answer_means(per_example):
+    """code_exec_rate and code_<category>: each example with code, the shares of its own
+    snippets, averaged over those examples (the fin_lfqa task's figures); None without code."""
+    shares = [{"code_exec_rate": sandbox.code_exec_rate(r), **sandbox.failure_categories(r)} for r in per_example]
+    keys = ["code_exec_rate", *sandbox.failure_categories([])]
+    return {key: sum(s[key] for s in shares) / len(shares) if shares else None for key in keys}

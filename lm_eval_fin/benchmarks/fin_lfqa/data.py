@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +117,37 @@ def render_reports(context: dict[str, Any], index_base: int) -> str:
         lines = [f"[{index}] {text}" for index, text in indexed_paragraphs(report, index_base)]
         blocks.append(f"=== {company}: 10-Q report excerpt ===\n" + "\n".join(lines))
     return "\n\n".join(blocks)
+
+
+_REPORT_HEADER = re.compile(r"^=== (?P<company>.+): 10-Q report excerpt ===$")
+_PARAGRAPH_START = re.compile(r"^\[(?:[0-9]+\] |\.\.\. )")  # "[3] text", or a cut mark's "[... "
+
+
+def split_reports(reports: str) -> list[tuple[str, list[str]]]:
+    """:func:`render_reports`'s text back into (header line, paragraphs) per company; a
+    paragraph runs on over its lines (a table's rows) up to the next "[N] " line (or the line
+    that says paragraphs were left out)."""
+    blocks: list[tuple[str, list[str]]] = []
+    for line in reports.split("\n"):
+        if _REPORT_HEADER.match(line):
+            blocks.append((line, []))
+        elif not blocks:
+            blocks.append(("", [line]))
+        elif _PARAGRAPH_START.match(line) or not blocks[-1][1]:
+            blocks[-1][1].append(line)
+        else:
+            blocks[-1][1][-1] += "\n" + line
+    for _, paragraphs in blocks:  # the blank line render_reports puts between two companies
+        while paragraphs and not paragraphs[-1].strip():
+            paragraphs.pop()
+        if paragraphs:
+            paragraphs[-1] = paragraphs[-1].rstrip("\n")
+    return blocks
+
+
+def join_reports(blocks: Sequence[tuple[str, Sequence[str]]]) -> str:
+    """The inverse of :func:`split_reports`."""
+    return "\n\n".join("\n".join(([header] if header else []) + list(paragraphs)) for header, paragraphs in blocks)
 
 
 def render_knowledge(entries: Sequence[Any], index_base: int) -> str:

@@ -22,11 +22,20 @@ example, and one with parameters would fail by example (the paper's figures elid
 examples, so theirs cannot be followed). :func:`render_answer` writes clauses in the answer
 format (the reference as the task's target and for the judge; the post-hoc answer with its
 attributes).
+
+Two 10-Q excerpts can outgrow a model's context, and lm-eval would cut the prompt from the
+left, instructions and format example first. :func:`fit_reports` fits the excerpts instead,
+when the dataset loads, to the longest prompt the setting will send (see its docstring); the
+instructions, the format example, the question and the knowledge list are never cut.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+
+from lm_eval_fin.benchmarks.fin_lfqa.data import join_reports, split_reports
+from lm_eval_fin.harness.fitting import PROMPT_MARGIN_TOKENS, PromptFitter
 
 # What the examples show in a clause's code block: the slot, in words. A real function would
 # decide the execution metric for a model that copies its shape (see the module docstring).
@@ -189,3 +198,88 @@ def render_answer(clauses: Sequence[dict]) -> str:
             lines.append("Code: none")
         lines.append(f"Knowledge: {sorted(set(clause['knowledge']))}")
     return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------- fitting
+
+# Where paragraphs were left out, at the end of that company's excerpt.
+CUT_MARK = "[... {count} more paragraphs of this excerpt left out to fit the model's context ...]"
+# Room kept in an iterative prompt for the execution results shown with the analysis (each
+# snippet's result is cut to 300 characters, about 100 tokens).
+RESULTS_RESERVE_TOKENS = 512
+
+
+@dataclasses.dataclass(frozen=True)
+class FittedReports:
+    reports: str
+    dropped_paragraphs: int  # left out, over both companies
+    prompt_tokens: int  # of the setting's first prompt, before fitting
+
+
+def _longest(doc: dict, protocol: str, max_gen_toks: int) -> tuple[str, int]:
+    """The longest prompt a setting sends for ``doc`` without the parts the model writes, and
+    the tokens those parts may take: post-hoc, the attribution prompt holds the answer;
+    iterative, the revision prompt holds the analysis (with its execution results) and the
+    feedback; end-to-end, its one prompt."""
+    if protocol == "fin_lfqa_posthoc":
+        return build_attribution_prompt(doc, ""), max_gen_toks
+    if protocol == "fin_lfqa_iterative":
+        return build_revision_prompt(doc, "", ""), 2 * max_gen_toks + RESULTS_RESERVE_TOKENS
+    return build_prompt(doc), 0
+
+
+def first_prompt(doc: dict, protocol: str) -> str:
+    return build_answer_prompt(doc) if protocol == "fin_lfqa_posthoc" else build_prompt(doc)
+
+
+def fit_reports(doc: dict, fitter: PromptFitter, protocol: str = "") -> FittedReports:
+    """``doc``'s report excerpts cut so that the setting's longest prompt, the parts the model
+    will write into it (``max_gen_toks`` each) and the answer fit ``fitter``'s context.
+    Paragraphs go from the end of the longer excerpt first, so both companies keep their
+    opening paragraphs; a line at the end of a cut excerpt says how many went. A context too
+    small for the prompt without any paragraph raises ``ValueError``."""
+    blocks = split_reports(doc["reports"])
+    before = fitter.prompt_tokens(first_prompt(doc, protocol))
+    limit = fitter.max_length - fitter.max_gen_toks - PROMPT_MARGIN_TOKENS
+
+    def fits(kept: Sequence[int]) -> tuple[int, int]:
+        prompt, written = _longest(dict(doc, reports=_cut(blocks, kept)), protocol, fitter.max_gen_toks)
+        return fitter.prompt_tokens(prompt) + written, written
+
+    whole = [len(paragraphs) for _, paragraphs in blocks]
+    tokens, written = fits(whole)
+    if tokens <= limit:
+        return FittedReports(doc["reports"], 0, before)
+    bare, _ = fits([0] * len(blocks))
+    room = limit - bare
+    if room < 1:
+        raise ValueError(
+            f"max_length {fitter.max_length} cannot hold the prompt without its report excerpts plus "
+            f"{fitter.max_gen_toks} answer tokens and {written} for what the model writes into later steps; "
+            "raise max_length or lower max_gen_toks"
+        )
+    sizes = [[len(fitter.tokens(p)) + 1 for p in paragraphs] for _, paragraphs in blocks]
+    kept = _keep_within(sizes, room)
+    while any(kept) and fits(kept)[0] > limit:  # the estimate was short (tokens merge at the joins)
+        kept = _drop_one(sizes, kept)
+    return FittedReports(_cut(blocks, kept), sum(whole) - sum(kept), before)
+
+
+def _keep_within(sizes: Sequence[Sequence[int]], room: int) -> list[int]:
+    kept = [len(block) for block in sizes]
+    while any(kept) and sum(sum(block[:n]) for block, n in zip(sizes, kept)) > room:
+        kept = _drop_one(sizes, kept)
+    return kept
+
+
+def _drop_one(sizes: Sequence[Sequence[int]], kept: Sequence[int]) -> list[int]:
+    """``kept`` less the last kept paragraph of the excerpt that keeps the most tokens."""
+    longest = max(range(len(kept)), key=lambda i: sum(sizes[i][: kept[i]]))
+    return [n - 1 if i == longest else n for i, n in enumerate(kept)]
+
+
+def _cut(blocks: Sequence[tuple[str, Sequence[str]]], kept: Sequence[int]) -> str:
+    return join_reports([
+        (header, list(paragraphs[:n]) + ([CUT_MARK.format(count=len(paragraphs) - n)] if n < len(paragraphs) else []))
+        for (header, paragraphs), n in zip(blocks, kept)
+    ])

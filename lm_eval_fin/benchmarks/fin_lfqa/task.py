@@ -12,7 +12,9 @@
 (a local copy in the hub schema; default: the hub dataset), ``index_base`` (0 or 1: the first
 paragraph's and knowledge entry's index; default: detected from the data's gold indices, else
 the paper's 1), ``bertscore_model`` (a hub id, a folder or ``offline``), ``max_rounds``
-(iterative refinement's bound) and the judge settings of :mod:`lm_eval_fin.harness.settings`.
+(iterative refinement's bound), ``max_gen_toks`` (the answer budget the prompts leave room
+for; keep it equal to ``--gen_kwargs max_gen_toks`` when you change that; default: the YAML's)
+and the judge settings of :mod:`lm_eval_fin.harness.settings`.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, refine, scales,
 from lm_eval_fin.benchmarks.fin_lfqa.view import VIEW
 from lm_eval_fin.harness import multistep, replay, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
+from lm_eval_fin.harness.fitting import PromptFitter, prompt_fitter
 from lm_eval_fin.harness.preflight import UnscorableData
 from lm_eval_fin.harness.settings import (
     RunSettings,
@@ -62,7 +65,34 @@ SETTINGS = (
             "index of the first paragraph and knowledge entry (default: from the data, else 1)"),
     bertscore_setting(textsim.DEFAULT_BERTSCORE_MODEL),
     Setting("max_rounds", refine.MAX_ROUNDS, positive_int, "feedback rounds of iterative refinement, at most"),
+    Setting("max_gen_toks", None, optional(positive_int), "answer budget the prompts leave room for"),
 )
+
+
+def fit_documents(docs: list[dict], fitter: PromptFitter | None, task: str) -> list[dict]:
+    """The documents with their report excerpts fitted to the context (:func:`prompt.fit_reports`):
+    ``truncated``, ``dropped_paragraphs`` and ``prompt_tokens`` (before fitting; -1 without a
+    fitter) beside each."""
+    fitted = []
+    for doc in docs:
+        if fitter is None:
+            fitted.append(dict(doc, truncated=False, dropped_paragraphs=0, prompt_tokens=-1))
+            continue
+        try:
+            fit = prompt.fit_reports(doc, fitter, doc.get("protocol") or "")
+        except ValueError as exc:
+            raise SettingsError(f"{task}: record {doc['id']}: {exc}") from None
+        fitted.append(dict(doc, reports=fit.reports, truncated=bool(fit.dropped_paragraphs),
+                           dropped_paragraphs=fit.dropped_paragraphs, prompt_tokens=fit.prompt_tokens))
+    cut = [doc for doc in fitted if doc["truncated"]]
+    if cut and fitter is not None:
+        logger.warning(
+            "%s: %d of %d prompts cut to fit max_length=%d with %d answer tokens (%d report paragraphs left out in "
+            "all; the instructions, format example, question and knowledge list are kept whole)",
+            task, len(cut), len(fitted), fitter.max_length, fitter.max_gen_toks,
+            sum(d["dropped_paragraphs"] for d in cut),
+        )
+    return fitted
 
 
 def _documents(task: str, settings: RunSettings) -> tuple[list[dict], data.IndexBase]:
@@ -106,7 +136,8 @@ def _load(task: str, metadata: dict[str, Any]) -> dict:
             )
         # the settings every document carries name the base used, and where it came from
         values = {**settings.values, "index_base": base.base, "index_base_source": base.source}
-        return docs, dataclasses.replace(settings, values=values)
+        fitter = prompt_fitter(metadata, settings["max_gen_toks"] or taskfiles.max_gen_toks(task), task)
+        return fit_documents(docs, fitter, task), dataclasses.replace(settings, values=values)
 
     return BENCHMARK.load(task, metadata, documents, split=TASKS[task][0])
 
@@ -209,6 +240,7 @@ def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None
         "bertscore_f1": record.get("bertscore_f1"),
         **judge.judge_values(record.get("judge")),
         "index_base": float(doc["index_base"]),
+        "truncated_documents": doc.get("truncated", False),
         "truncated_answers": record.get("truncated_answer", False),
         "degenerate_answer": degenerate_answer(record),
     }
@@ -227,7 +259,7 @@ BENCHMARK = Benchmark(
     score=score_answers_batch,
     view=VIEW,
     keep=keep_traces,
-    prompt=lambda doc: (prompt.build_answer_prompt if doc.get("protocol") == "fin_lfqa_posthoc" else prompt.build_prompt)(doc),
+    prompt=lambda doc: prompt.first_prompt(doc, doc.get("protocol") or ""),
     judged=True,
     scales=scales.SCALES,
     hub_dataset=data.HUB_DATASET,
@@ -235,7 +267,7 @@ BENCHMARK = Benchmark(
               for task in TASKS},
     demo=Demo(
         metadata=lambda: {"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), "judge": "none",
-                          "bertscore_model": "offline"},
+                          "bertscore_model": "offline", "max_gen_toks": DEMO_ANSWER_TOKENS},
         arguments=("--gen_kwargs", f"max_gen_toks={DEMO_ANSWER_TOKENS}", "--confirm_run_unsafe_code"),
     ),
 )

@@ -27,6 +27,7 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from lm_eval_fin import hub
 from lm_eval_fin.cleantext import read_answer
@@ -235,7 +236,9 @@ def bertscore_f1(
 
     A pair where either side is empty after stripping scores 0.0, bert-score's own convention
     (we handle it here because bert-score's empty-string path fails on transformers 5).
-    Inputs longer than the model's maximum length are truncated by bert-score.
+    Inputs longer than the model's maximum length (512 tokens for roberta-large and the
+    packaged MiniLM) are truncated by bert-score: only their start is compared;
+    :func:`bertscore_cut` tells which.
     """
     if len(predictions) != len(references):
         raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
@@ -258,6 +261,31 @@ def bertscore_f1(
     for i, value in zip(live, f1.tolist()):
         scores[i] = float(value) if math.isfinite(value) else 0.0
     return scores
+
+
+def bertscore_cut(
+    predictions: Sequence[str | None], references: Sequence[str | None], model: str | None = None
+) -> list[dict[str, Any] | None]:
+    """For each pair, what bert-score reads of it: ``max_tokens`` (the model's limit, special
+    tokens included), ``answer_tokens`` and ``reference_tokens`` (each side's length) and
+    ``cut`` (either side is longer than the limit, so only its start was scored). None for
+    every pair when the model cannot be loaded (BERTScore is then missing too)."""
+    scorer = load_bert_scorer(model)
+    if scorer is None:
+        return [None for _ in predictions]
+    tokenizer = scorer._tokenizer
+    limit = int(tokenizer.model_max_length)
+
+    def length(text: str | None) -> int:
+        text = (text or "").strip()
+        return len(tokenizer.encode(text, add_special_tokens=True, verbose=False)) if text else 0
+
+    cuts: list[dict[str, Any] | None] = []
+    for prediction, reference in zip(predictions, references):
+        answer, gold = length(prediction), length(reference)
+        cuts.append({"max_tokens": limit, "answer_tokens": answer, "reference_tokens": gold,
+                     "cut": answer > limit or gold > limit})
+    return cuts
 
 
 # ------------------------------------------------------------------------------------ BLEU

@@ -375,6 +375,8 @@ def test_bertscore_model_offline_works_for_fin_lfqa(caplog):
         recorded, values = staged([(doc, reference)])
     assert values[0]["bertscore_f1"] == pytest.approx(1.0, abs=1e-4) == recorded[0]["bertscore_f1"]
     assert "all_minilm_l6_v2" in caplog.text  # the model it used is named
+    cut = recorded[0]["bertscore_cut"]  # issue 36: what BERTScore read of each side, per document
+    assert cut["max_tokens"] == 512 and not cut["cut"] and 0 < cut["answer_tokens"] == cut["reference_tokens"] < 512
 
 
 def test_bertscore_model_offline_without_its_package_stops_the_load(tmp_path, monkeypatch):

@@ -89,3 +89,18 @@ def test_a_tokenizer_that_does_not_load_stops_the_load(tmp_path):
                               pretrained=str(tmp_path / "no-model"))
     doc = UTILS.load_validation(data_path=str(path), judge="none", bertscore_model="offline")["validation"][0]
     assert not doc["truncated"] and doc["prompt_tokens"] == -1
+
+
+def test_an_answer_that_copies_the_worked_example_counts_a_syntax_failure():
+    """Issue 36, point 4: the example's code slot, copied as the answer's code, is a snippet
+    that does not compile: a code_syntax failure counted in code_exec_rate (the READMEs say so)."""
+    from lm_eval_fin import attribution
+    from lm_eval_fin.benchmarks.fin_lfqa import score
+
+    copied = prompt.build_prompt(data.to_document(hub_record(), index_base=1)).split(
+        "An example of the format (made-up companies ABC and XYZ):\n")[1].split("\nIn the example,")[0]
+    snippets = attribution.parse_answer(copied, ["ABC", "XYZ"]).code
+    assert snippets == (prompt.CODE_SLOT,)
+    [outcomes] = score.run_code([snippets])
+    values = score.code_values(outcomes, ["code_syntax", "code_no_function", "code_missing_arguments"])
+    assert values["code_exec_rate"] == 0.0 and values["code_syntax"] == 1.0

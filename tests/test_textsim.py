@@ -66,6 +66,21 @@ def test_bertscore_with_the_offline_model():
     assert textsim.load_bert_scorer(model) is textsim.load_bert_scorer(model)  # memoised
 
 
+def test_bertscore_reads_512_tokens_a_side_and_says_which_pairs_it_cut():
+    """Issue 36, point 5: an EMS answer of 1,024 tokens (and a longer reference) is compared on
+    its first 512 tokens only; the cut is recorded per pair."""
+    model = textsim.offline_bertscore_model()
+    head = "Revenue rose 5% to $12 million while margins held at 41%. "
+    long_answer = head * 60  # about 900 tokens
+    cuts = textsim.bertscore_cut([long_answer, head, ""], [head, head, head], model)
+    assert [c["cut"] for c in cuts] == [True, False, False]
+    assert cuts[0]["answer_tokens"] > 512 == cuts[0]["max_tokens"] and cuts[2]["answer_tokens"] == 0
+    # what the cut means: text past the limit changes nothing
+    tail = long_answer + "Costs fell sharply and the outlook was withdrawn. " * 40
+    assert textsim.bertscore_f1([long_answer], [head], model) == textsim.bertscore_f1([tail], [head], model)
+    assert textsim.bertscore_cut(["a"], ["b"], "/no/such/model") == [None]
+
+
 def test_bertscore_missing_model_is_none_with_a_warning(caplog, tmp_path):
     missing = str(tmp_path / "no-such-model")
     with caplog.at_level(logging.WARNING, logger="lm_eval_fin.textsim"):

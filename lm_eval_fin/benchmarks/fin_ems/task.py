@@ -140,7 +140,10 @@ def score_documents(answers: Sequence[str], docs: Sequence[dict], settings: RunS
             record_judge_failures(TASK, run.judge_failures, run.judge_parse_failures, len(docs), run.first_error())
             logger.info("fin_ems: %d judge rounds; judge usage %s", len(run.rounds), run.judge_usage)
     judge = score.judge_of(settings.judge)
-    return [dict(detail, judge=judge, bertscore_model=settings["bertscore_model"]) for detail in details]
+    model = textsim.resolve_bertscore_model(settings["bertscore_model"])
+    cuts = textsim.bertscore_cut(list(answers), references, model)  # how much of each text BERTScore read
+    return [dict(detail, judge=judge, bertscore_model=settings["bertscore_model"], bertscore_cut=cut)
+            for detail, cut in zip(details, cuts)]
 
 
 def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None]:

@@ -170,7 +170,8 @@ def baselines(task: str, samples: Sequence[Sample]) -> list[Baseline]:
 # the EMS paper's Table 1, Llama 3.2 instruct models, averaged over 10 companies x 5 questions
 _PAPER = "EMS (Hu et al. 2025), Table 1"
 _SPLIT = "Q3 2024 earnings calls of the 10 largest S&P 500 companies, 5 questions (not the shipped demo)"
-_NOTE = ("the paper's judge and BERTScore model are not named, nor its ROUGE variant (ours: ROUGE-L); "
+_NOTE = ("the paper's judge and BERTScore model are not named, nor its ROUGE variant (ours: ROUGE-L, no stemming), "
+         "its BLEU variant (ours: sentence BLEU per answer, averaged) or its decoding (ours: greedy, 1,024 tokens); "
          "its references are GPT-4o's and Mistral Large's answers consolidated")
 _COLUMNS = ("bleu", "rouge_l_precision", "rouge_l_recall", "rouge_l_f1", "bertscore_f1",
             "ems_rouge_precision", "ems_rouge_recall", "ems_rouge_f1",

@@ -188,14 +188,15 @@ def score_answers_batch(answers: Sequence[str], docs: Sequence[dict], settings: 
     in one batch; the steps of a multi-step setting are kept with each answer."""
     datas = [score.answer_data(doc, answer) for doc, answer in zip(docs, answers)]
     code = score.run_code([data["code"] for data in datas])
-    bertscore = score.bertscore_f1(
-        [d["answer_text"] for d in datas], [d["reference_text"] for d in datas], settings["bertscore_model"]
-    )
+    texts = [d["answer_text"] for d in datas], [d["reference_text"] for d in datas]
+    bertscore = score.bertscore_f1(*texts, settings["bertscore_model"])
+    cuts = textsim.bertscore_cut(*texts, textsim.resolve_bertscore_model(settings["bertscore_model"]))
     judged = judge_documents(datas, settings)
     traces = keep_traces(docs)
     return [
-        {"code": outcomes, "bertscore_f1": bs, "bertscore_model": settings["bertscore_model"], **verdict, **trace}
-        for outcomes, bs, verdict, trace in zip(code, bertscore, judged, traces)
+        {"code": outcomes, "bertscore_f1": bs, "bertscore_model": settings["bertscore_model"], "bertscore_cut": cut,
+         **verdict, **trace}
+        for outcomes, bs, cut, verdict, trace in zip(code, bertscore, cuts, judged, traces)
     ]
 
 

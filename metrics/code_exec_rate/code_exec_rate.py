@@ -131,7 +131,7 @@ class CodeExecRate(WritableInputs, evaluate.Metric):
         }
 
 
-def _per_answer_means(per_example):
+def _per_answer_means(per_example: list) -> dict:
     """code_exec_rate and code_<category>: each example with code, the shares of its own
     snippets, averaged over those examples (the fin_lfqa task's figures); None without code."""
     shares = [{"code_exec_rate": sandbox.code_exec_rate(r), **sandbox.failure_categories(r)} for r in per_example]

@@ -175,6 +175,35 @@ def test_iterative_stops_at_done_and_after_max_rounds():
     assert traces[1]["steps"][3]["executions"] == ["returned 25.0"]
 
 
+def test_feedback_from_another_model(judge_cache):
+    """Issue 36, point 7 (the paper's Table 5): feedback_model names the model that reviews;
+    the model under test only revises. A failed feedback request ends that document's
+    refinement, said in its trace."""
+    from tests.openai_server import ServerProcess
+
+    with ServerProcess() as server:
+        spec = f"openai:{server.base_url}#reviewer"
+        docs = [document("fin_lfqa_iterative", max_rounds=2, feedback_model=spec) for _ in range(2)]
+        # the echo server repeats the prompt it gets (a review that is not "Done"), or fails
+        # where the analysis asks it to
+        model = ScriptedModel(revision=[GOOD, GOOD])
+        outcomes = refine.iterative(docs, [NEEDS_ARGS, NEEDS_ARGS + "\n[[status:500]]"], model)
+        stats = server.stats()
+    assert model.calls == [([0], ["revision"]), ([0], ["revision"])]  # no feedback asked of the model
+    texts, traces = zip(*outcomes)
+    assert texts == (GOOD, NEEDS_ARGS + "\n[[status:500]]")
+    assert traces[0]["feedback_model"] == spec and traces[0]["rounds"] == 2 and not traces[0].get("feedback_failed")
+    assert traces[0]["steps"][1]["reply"].startswith("echo: You are a financial analyst reviewing")
+    assert traces[1]["feedback_failed"] and traces[1]["rounds"] == 1 and traces[1]["steps"][1]["reply"] == ""
+    assert stats["calls"] >= 3  # round 1 (two documents, one of them failing) and round 2 (one) went to it
+    assert {body["model"] for body in stats["bodies"]} == {"reviewer"}
+    assert {body.get("max_tokens") or body.get("max_completion_tokens") for body in stats["bodies"]} == {2048}
+    # self-feedback is the default, and a malformed spec stops the load
+    assert document("fin_lfqa_iterative")  # no feedback_model: the model under test reviews
+    with pytest.raises(SettingsError, match="feedback_model"):
+        document("fin_lfqa_iterative", feedback_model="nonsense")
+
+
 def test_the_feedback_prompt_holds_the_execution_results():
     doc = document()
     analysis = refine.with_results(GOOD, [(1, "returned 25.0")])

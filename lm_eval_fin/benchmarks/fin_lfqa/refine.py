@@ -13,7 +13,10 @@ a trace of the steps.
   sandbox, shows the analysis with the execution results to the model for feedback (figure
   6), and, unless the model replies "Done", asks for the analysis revised as the feedback
   says. Rounds stop at "Done" or after ``max_rounds`` (the paper does not state its
-  threshold: :data:`MAX_ROUNDS` is ours).
+  threshold: :data:`MAX_ROUNDS` is ours). The feedback comes from the model under test
+  (self-feedback, the paper's Table 2) unless the ``feedback_model`` setting names another
+  model, as a judge spec (the paper's Table 5: feedback from a stronger or a domain-tuned
+  model); the revision is always the model under test's.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import Any
 from lm_eval_fin import attribution, sandbox
 from lm_eval_fin.benchmarks.fin_lfqa import prompt
 from lm_eval_fin.benchmarks.fin_lfqa.score import CODE_TIMEOUT_S
+from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.settings import RunSettings
 
 logger = logging.getLogger(__name__)
@@ -174,14 +178,48 @@ def is_done(feedback: str) -> bool:
     return bool(_DONE.fullmatch(feedback or ""))
 
 
+def external_feedback(spec: str, settings: RunSettings) -> Generate:
+    """Feedback from the model ``spec`` names (a judge spec: ``vllm:``, ``openai:``, ``hf:``),
+    asked through the judge layer (batched, cached, with the run's judge options) with the
+    answer budget of the model under test. A request it failed gives an empty reply, which
+    the protocol records as a failed feedback step."""
+    from lm_eval_fin.judge import JudgeRequest, load_judge
+
+    judge = load_judge(spec, settings.options())
+    assert judge is not None, "a feedback model was named"
+    max_tokens = settings.values.get("max_gen_toks") or taskfiles.max_gen_toks(settings.task)
+
+    def generate(which: Sequence[int], prompts: Sequence[str]) -> list[str]:
+        requests = [JudgeRequest(messages=({"role": "user", "content": p},), max_tokens=max_tokens) for p in prompts]
+        replies = judge.complete(requests, desc="feedback") if requests else []
+        for reply in replies:
+            if reply.text is None:
+                logger.warning("FinLFQA iterative refinement: the feedback model %s failed a request (%s)", spec,
+                               reply.error)
+        return [reply.text or "" for reply in replies]
+
+    return generate
+
+
+def _settings(docs: Sequence[dict]) -> RunSettings | None:
+    settings = docs[0].get("settings") if docs else None
+    return RunSettings.from_json(settings) if isinstance(settings, str) else None
+
+
 def iterative(docs: Sequence[dict], answers: Sequence[str], generate: Generate) -> list[tuple[str, dict]]:
     """Iterative refinement: rounds of execution, feedback and revision, each one batch over
-    the documents still being refined, until "Done" or ``max_rounds``."""
+    the documents still being refined, until "Done" or ``max_rounds``. The feedback comes
+    from ``generate`` (the model under test) or, where the run names a ``feedback_model``,
+    from that model; an empty feedback reply (a failed request) ends that document's
+    refinement, recorded in its trace (``feedback_failed``)."""
     max_rounds = _max_rounds(docs)
+    settings = _settings(docs)
+    feedback_spec = settings.values.get("feedback_model") if settings else None
+    give_feedback = external_feedback(feedback_spec, settings) if feedback_spec and settings else generate
     current = list(answers)
     traces: list[dict[str, Any]] = [
         {"setting": "iterative", "max_rounds": max_rounds, "rounds": 0, "done": False,
-         "steps": [{"step": "answer", "reply": answer}]}
+         "feedback_model": feedback_spec or "self", "steps": [{"step": "answer", "reply": answer}]}
         for answer in answers
     ]
     active = list(range(len(docs)))
@@ -190,7 +228,7 @@ def iterative(docs: Sequence[dict], answers: Sequence[str], generate: Generate) 
             break
         results = run_snippets([current[i] for i in active], [docs[i]["companies"] for i in active])
         analyses = {i: with_results(current[i], r) for i, r in zip(active, results)}
-        feedback = generate(active, [prompt.build_feedback_prompt(docs[i], analyses[i]) for i in active])
+        feedback = give_feedback(active, [prompt.build_feedback_prompt(docs[i], analyses[i]) for i in active])
         revise = []
         for i, reply, executed in zip(active, feedback, results):
             trace = traces[i]
@@ -198,6 +236,8 @@ def iterative(docs: Sequence[dict], answers: Sequence[str], generate: Generate) 
             trace["steps"].append({"step": "feedback", "executions": [text for _, text in executed], "reply": reply})
             if is_done(reply):
                 trace["done"] = True
+            elif not reply.strip():
+                trace["feedback_failed"] = True  # nothing to revise by: keep the analysis as it is
             else:
                 revise.append(i)
         revised = generate(revise, [prompt.build_revision_prompt(docs[i], analyses[i], feedback[active.index(i)])
@@ -211,10 +251,8 @@ def iterative(docs: Sequence[dict], answers: Sequence[str], generate: Generate) 
 
 
 def _max_rounds(docs: Sequence[dict]) -> int:
-    settings = docs[0].get("settings") if docs else None
-    if isinstance(settings, str):
-        return int(RunSettings.from_json(settings).values.get("max_rounds", MAX_ROUNDS))
-    return MAX_ROUNDS
+    settings = _settings(docs)
+    return int(settings.values.get("max_rounds", MAX_ROUNDS)) if settings else MAX_ROUNDS
 
 
 PROTOCOLS = {"fin_lfqa_posthoc": posthoc, "fin_lfqa_iterative": iterative}

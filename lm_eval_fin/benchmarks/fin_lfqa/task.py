@@ -59,6 +59,16 @@ for _name, _protocol in refine.PROTOCOLS.items():
     multistep.register_protocol(_name, _protocol)
 
 
+def feedback_spec(value: Any) -> str:
+    """A ``feedback_model`` value: a judge spec, checked when the dataset loads."""
+    from lm_eval_fin.judge import JudgeSpecError, parse_spec
+
+    try:
+        return str(parse_spec(text(value)))
+    except JudgeSpecError as exc:
+        raise ValueError(str(exc)) from None
+
+
 SETTINGS = (
     Setting("data_path", None, optional(text), "a local copy in the hub schema (JSON, JSONL or parquet)"),
     Setting("index_base", None, optional(one_of(*data.INDEX_BASES)),
@@ -66,7 +76,10 @@ SETTINGS = (
     bertscore_setting(textsim.DEFAULT_BERTSCORE_MODEL),
     Setting("max_rounds", refine.MAX_ROUNDS, positive_int, "feedback rounds of iterative refinement, at most"),
     Setting("max_gen_toks", None, optional(positive_int), "answer budget the prompts leave room for"),
+    Setting("feedback_model", None, optional(feedback_spec),
+            "iterative refinement: the model that gives the feedback, as a judge spec (default: the model under test)"),
 )
+
 
 
 def fit_documents(docs: list[dict], fitter: PromptFitter | None, task: str) -> list[dict]:

@@ -3,8 +3,9 @@
 
 Exit status: 0 when every figure could be computed from everything given; 1 when some runs
 could not be read or a judge left answers it should have judged undefined (they are left out
-of the figures and counted); 2 for bad arguments, a bad label file (one line names the file,
-line and problem) or nothing to compare.
+of the figures and counted; a judge that gave no value at all is one); 2 for bad arguments, an
+``--output_path`` that cannot take the files (found before any work), a bad label file (one
+line names the file, line and problem) or nothing to compare.
 """
 
 from __future__ import annotations
@@ -62,13 +63,32 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def output_folder_problem(output_path: str | None, names: Sequence[str]) -> str | None:
+    """Why the files ``names`` could not be written in the folder ``output_path``: it is a file,
+    cannot be written or is full (:func:`lm_eval_fin.atomic.output_problem`), or one of the
+    files is a folder. Asked before any work."""
+    if not output_path:
+        return None
+    folder = Path(output_path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        return f"--output_path {output_path}: a file, not a folder; name a folder for {', '.join(names)}"
+    problem = atomic.output_problem(folder)
+    if problem:
+        return problem
+    taken = [name for name in names if (folder / name).is_dir()]
+    if taken:
+        return f"--output_path {output_path}: {', '.join(taken)} there is a folder; move it or choose another folder"
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
     from lm_eval_fin.agreement.labels import LabelError, read_labels
     from lm_eval_fin.agreement.matching import collect, match_labels
     from lm_eval_fin.agreement.study import run_study
-    from lm_eval_fin.agreement.template import draw, write_template
+    from lm_eval_fin.agreement.template import CSV_NAME, JSONL_NAME
 
-    problem = _usage_problem(args)
+    problem = _usage_problem(args) or output_folder_problem(
+        args.output_path, (JSONL_NAME, CSV_NAME) if args.template is not None else (OUTPUT_NAME,))
     if problem:
         return _error(problem)
     collection = collect(args.results_dirs)
@@ -80,13 +100,7 @@ def main(args: argparse.Namespace) -> int:
         return _error("no logged fin_lfqa or fin_ems samples in " + ", ".join(args.results_dirs))
     incomplete = bool(collection.unreadable)
     if args.template is not None:
-        drawn = draw(collection, args.template, args.seed)
-        files = write_template(drawn, args.output_path)
-        models = len({(a.task, a.model) for a in drawn})
-        print(f"label template of {len(drawn)} answers from {models} model runs: {files['jsonl']} and {files['csv']}")
-        if len(drawn) < args.template:
-            print(f"{PROG}: the runs hold only {len(drawn)} answers", file=sys.stderr)
-        return exit_status.INCOMPLETE if incomplete else exit_status.OK
+        return _template(args, collection, incomplete)
     if not collection.judges:
         return _error("no judged answers in the runs (their settings name no judge)")
     people = None
@@ -109,12 +123,46 @@ def main(args: argparse.Namespace) -> int:
     if args.output_path:
         path = write_json(args, collection, study, settings)
         print(f"figures: {path}")
+    if _valueless_judges(collection):
+        incomplete = True
     for judge, answers in study.unjudged().items():
         print(f"{PROG}: {judge} left {answers} compared answer{'s' if answers != 1 else ''} unjudged on some "
               "criterion (it failed or its reply did not parse); left out of those figures, counted under 'left "
               "out'", file=sys.stderr)
         incomplete = True
     return exit_status.INCOMPLETE if incomplete else exit_status.OK
+
+
+def _valueless_judges(collection: Collection) -> list[str]:
+    """The judges that gave no value on any answer (every judging failed or did not parse), each
+    named on stderr: a failure, never "not computed"."""
+    from lm_eval_fin.agreement.template import gives_a_value
+
+    silent = [judge for judge in collection.judges
+              if not any(gives_a_value(answer) for answer in collection.answers if answer.judge == judge)]
+    for judge in silent:
+        print(f"{PROG}: {judge} gave no value on any of its answers (every judging failed or its reply did not "
+              "parse): nothing of it is compared", file=sys.stderr)
+    return silent
+
+
+def _template(args: argparse.Namespace, collection: Collection, incomplete: bool) -> int:
+    from lm_eval_fin.agreement.template import draw, eligible, write_template
+
+    candidates, left_out = eligible(collection)
+    silent = _valueless_judges(collection)
+    if left_out:
+        print(f"{PROG}: {left_out} answer{'s' if left_out != 1 else ''} left out of the draw: no judge of "
+              "theirs gave every value the template needs (it failed or its reply did not parse)", file=sys.stderr)
+    if not candidates:
+        return _error("no answer to draw: no judge gave the values a label is compared with")
+    drawn = draw(candidates, args.template, args.seed)
+    files = write_template(drawn, args.output_path)
+    models = len({(a.task, a.model) for a in drawn})
+    print(f"label template of {len(drawn)} answers from {models} model runs: {files['jsonl']} and {files['csv']}")
+    if len(drawn) < args.template:
+        print(f"{PROG}: the runs hold only {len(drawn)} answers to draw", file=sys.stderr)
+    return exit_status.INCOMPLETE if incomplete or silent else exit_status.OK
 
 
 def write_json(args: argparse.Namespace, collection: Collection, study: Study, settings: StudySettings) -> Path:

@@ -173,8 +173,11 @@ def compare_raters(kind: str, family: Family, reference: Rater, judged: Rater, c
     comparison = Comparison(kind, family.name, reference.name, judged.name)
     options: _Resampling = {"resamples": settings.resamples, "seed": settings.seed, "confidence": settings.confidence}
     several_tasks = len({k[0] for k in reference.values}) > 1
+    # a judge silent on a criterion did not compute it (RAGChecker switched off) where it gave
+    # others; one silent on all of them failed everywhere, and its answers count as unjudged
+    speaking = [r for r in (reference, judged) if not r.fallible or any(r.gives(c.name) for c in criteria)]
     for criterion in criteria:
-        silent = [r.name for r in (reference, judged) if r.fallible and not r.gives(criterion.name)]
+        silent = [r.name for r in speaking if r.fallible and not r.gives(criterion.name)]
         if silent:
             if any(r.gives(criterion.name) for r in (reference, judged)):
                 comparison.notes.append(f"{criterion.name}: {' and '.join(silent)} gives no value in its runs (not "

@@ -1,12 +1,16 @@
 """``lm-eval-fin agreement`` at its edges, through the console script: text a spreadsheet would
-run, a spreadsheet's byte-order mark, a judge that failed everywhere, and output folders that
-cannot take the files."""
+run, a spreadsheet's byte-order mark, a judge that failed everywhere, output folders that
+cannot take the files, and many annotators (pooled)."""
 
 import csv
 import json
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+from scipy import stats as scipy_stats
+from sklearn.metrics import cohen_kappa_score
 
 from lm_eval_fin.csvtext import FORMULA_STARTS
 from tests.judged_runs import lfqa_doc, write_run
@@ -113,3 +117,48 @@ def test_output_folder_problems_are_found_before_work(tmp_path):
     (tmp_path / "out" / "agreement.json").mkdir(parents=True)
     done = agreement(runs, "--labels", labels, "--output_path", tmp_path / "out")
     assert done.returncode == 2 and done.stdout == "" and "agreement.json there is a folder" in done.stderr
+
+
+def test_annotators_are_pooled_unless_pairwise_is_asked(tmp_path):
+    """8 annotators: two pooled comparisons (not 8 + 28), their figures those of scipy and
+    scikit-learn on the pooled units; --pairwise adds each annotator and each pair."""
+    runs = judged_runs(tmp_path / "runs")
+    lines = []
+    for a in range(8):
+        for line in label_lines(annotator=f"a{a}"):
+            line["labels"]["accuracy"] = max(1, min(5, line["labels"]["accuracy"] + (a + len(lines)) % 3 - 1))
+            lines.append(line)
+    labels = write_lines(tmp_path / "labels.jsonl", lines)
+    done = agreement(runs, "--labels", labels, "--output_path", tmp_path / "pooled")
+    assert done.returncode == 0, done.stderr
+    comparisons = strict_json(tmp_path / "pooled" / "agreement.json")["comparisons"]
+    assert [c["kind"] for c in comparisons] == ["judge vs people", "judge vs annotator", "annotator vs annotator"]
+    assert len(done.stdout.splitlines()) < 40
+    judge = {(line["model"], line["id"]): SCORES[line["model"]][int(line["id"][1:])][0] for line in lines}
+    people = [line["labels"]["accuracy"] for line in lines]
+    judged = [judge[line["model"], line["id"]] for line in lines]
+    each = comparisons[1]["criteria"]["accuracy"]
+    assert comparisons[1]["reference"] == "annotators (each of 8, pooled)"
+    assert each["n"] == 96 and each["clusters"] == 12
+    assert each["pearson"]["value"] == pytest.approx(scipy_stats.pearsonr(people, judged).statistic)
+    assert each["kendall"]["value"] == pytest.approx(scipy_stats.kendalltau(people, judged).statistic)
+    assert each["kappa"]["value"] == pytest.approx(
+        cohen_kappa_score(people, judged, labels=[1, 2, 3, 4, 5], weights="quadratic"))
+    # every pair of two annotators' ratings of one answer, in both orders
+    by_answer: dict[tuple[str, str], list[int]] = {}
+    for line in lines:
+        by_answer.setdefault((line["model"], line["id"]), []).append(line["labels"]["accuracy"])
+    first = [r[i] for r in by_answer.values() for i in range(8) for j in range(8) if i != j]
+    second = [r[j] for r in by_answer.values() for i in range(8) for j in range(8) if i != j]
+    pairs = comparisons[2]["criteria"]["accuracy"]
+    assert pairs["n"] == 12 * 28 and pairs["bias"]["value"] is None
+    assert pairs["pearson"]["value"] == pytest.approx(scipy_stats.pearsonr(first, second).statistic)
+    assert pairs["spearman"]["value"] == pytest.approx(scipy_stats.spearmanr(first, second).statistic)
+    assert pairs["kappa"]["value"] == pytest.approx(
+        cohen_kappa_score(first, second, labels=[1, 2, 3, 4, 5], weights="quadratic"))
+    assert pairs["pearson"]["low"] <= pairs["pearson"]["value"] <= pairs["pearson"]["high"]
+
+    done = agreement(runs, "--labels", labels, "--output_path", tmp_path / "pairwise", "--pairwise")
+    assert done.returncode == 0, done.stderr
+    kinds = [c["kind"] for c in strict_json(tmp_path / "pairwise" / "agreement.json")["comparisons"]]
+    assert kinds.count("judge vs annotator") == 1 + 8 and kinds.count("annotator vs annotator") == 1 + 28

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap resamples per interval")
     parser.add_argument("--confidence", type=float, default=CONFIDENCE, help="interval coverage")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling and of the template's draw")
+    parser.add_argument("--pairwise", action="store_true",
+                        help="besides the annotators pooled, each pair of annotators and each annotator against each "
+                             "judge (a comparison per pair: slow with many annotators)")
 
 
 def _error(message: str) -> int:
@@ -91,6 +95,7 @@ def main(args: argparse.Namespace) -> int:
         args.output_path, (JSONL_NAME, CSV_NAME) if args.template is not None else (OUTPUT_NAME,))
     if problem:
         return _error(problem)
+    started = time.monotonic()
     collection = collect(args.results_dirs)
     for item in collection.unreadable:
         print(f"{PROG}: cannot read {item.path}: {item.reason}", file=sys.stderr)
@@ -108,11 +113,13 @@ def main(args: argparse.Namespace) -> int:
         if args.labels:
             labels, preferences, _ = read_labels(args.labels)
             people = match_labels(labels, preferences, collection)
+            _progress(f"read {len(collection.answers)} answers and {len(labels)} labels by "
+                      f"{len(people.annotators)} annotator(s)", started)
     except LabelError as exc:
         return _error(str(exc))
     settings = StudySettings(args.resamples, args.seed, args.confidence)
     try:
-        study = run_study(collection, people, settings)
+        study = run_study(collection, people, settings, args.pairwise, _StepProgress(started))
     except ValueError as exc:
         return _error(str(exc))
     if not study.comparisons:
@@ -165,6 +172,29 @@ def _template(args: argparse.Namespace, collection: Collection, incomplete: bool
     return exit_status.INCOMPLETE if incomplete or silent else exit_status.OK
 
 
+QUIET_SECONDS = 1.0  # a study done sooner says nothing of its progress
+
+
+def _progress(message: str, started: float) -> None:
+    elapsed = time.monotonic() - started
+    if elapsed >= QUIET_SECONDS:
+        print(f"{PROG}: [{elapsed:.0f} s] {message}", file=sys.stderr, flush=True)
+
+
+class _StepProgress:
+    """Says on stderr which comparison is being computed, at most every ``every`` seconds, so
+    a long study is seen to move (one done within a second stays quiet)."""
+
+    def __init__(self, started: float, every: float = 2.0) -> None:
+        self.started, self.every, self.last = started, every, -every
+
+    def __call__(self, done: int, of: int, what: str) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            _progress(f"comparison {done + 1} of {of}: {what}", self.started)
+
+
 def write_json(args: argparse.Namespace, collection: Collection, study: Study, settings: StudySettings) -> Path:
     folder = Path(args.output_path)
     folder.mkdir(parents=True, exist_ok=True)
@@ -176,6 +206,7 @@ def write_json(args: argparse.Namespace, collection: Collection, study: Study, s
         "confidence": settings.confidence,
         "resamples": settings.resamples,
         "seed": settings.seed,
+        "pairwise": args.pairwise,
         "judges": [judge.as_dict() for judge in collection.judges.values()],
         "comparisons": [c.as_dict() for c in study.comparisons],
         "unreadable": [{"path": str(u.path), "reason": u.reason} for u in collection.unreadable],

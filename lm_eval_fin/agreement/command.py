@@ -1,4 +1,4 @@
-"""``lm-eval-fin agreement RESULTS_DIR... [--labels FILE] [--output_path DIR]`` and
+"""``lm-eval-fin agreement RESULTS_DIR... [--labels FILE] [--output_path DIR] [--pairwise]`` and
 ``lm-eval-fin agreement --template N RESULTS_DIR... --output_path DIR``.
 
 Exit status: 0 when every figure could be computed from everything given; 1 when some runs

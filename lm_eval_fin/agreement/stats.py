@@ -17,6 +17,11 @@ and Spearman's rho of the systems' mean scores and the share of system pairs who
 flips, with intervals from resampling units within each system. :func:`stability` is the
 agreement of one judge with itself over repeated runs.
 
+The figures are computed from tables of counts of the paired values (ratings take few distinct
+values), a resample being another table, so a comparison of 100,000 ratings costs what one of
+100 does; values too varied for a table are resampled unit by unit. Both give scipy's and
+scikit-learn's values. :func:`compare_pairs` pools raters: every pair of two ratings of a unit.
+
 A statistic that is not defined (constant values, too few units) is None, never NaN; a
 resample where it is not defined is left out of the interval and counted in a note. Every
 random draw comes from ``numpy.random.default_rng(seed)``.
@@ -447,12 +452,6 @@ class Order:
             "top_agrees": self.top_agrees,
             "notes": list(self.notes),
         }
-
-
-def flipped_share(a: np.ndarray, b: np.ndarray) -> float | None:
-    """The share of pairs of systems that ``a`` and ``b`` (their means) order differently."""
-    value = _order_statistics(np.asarray(a, dtype=float)[None], np.asarray(b, dtype=float)[None])["flipped"][0]
-    return None if math.isnan(value) else float(value)
 
 
 def _order_statistics(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:

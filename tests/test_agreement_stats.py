@@ -59,6 +59,44 @@ def test_kappa_is_sklearns_over_the_whole_scale(pairs):
     assert (ours is None and not math.isfinite(theirs)) or ours == pytest.approx(theirs)
 
 
+def _same(ours, theirs):
+    return (ours is None and not math.isfinite(theirs)) or ours == pytest.approx(theirs, abs=1e-9)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.UndefinedMetricWarning")
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 5), st.integers(1, 5)), min_size=3, max_size=40),
+       st.lists(st.integers(0, 3), min_size=40, max_size=40))
+def test_count_tables_give_scipys_and_sklearns_values(pairs, clusters):
+    """compare() works on tables of counts; every figure is still the libraries' value, also where
+    it is not defined (a constant rater), with clusters or without."""
+    x, y = (np.array(v) for v in zip(*pairs))
+    with np.errstate(all="ignore"):
+        for f in (stats.compare(x, y, FIVE, resamples=5), stats.compare(x, y, FIVE, resamples=5,
+                                                                       clusters=clusters[:len(x)])):
+            assert _same(f.pearson.value, scipy_stats.pearsonr(x, y).statistic)
+            assert _same(f.spearman.value, scipy_stats.spearmanr(x, y).statistic)
+            assert _same(f.kendall.value, scipy_stats.kendalltau(x, y).statistic)
+            assert _same(f.kappa.value, cohen_kappa_score(x, y, labels=[1, 2, 3, 4, 5], weights="quadratic"))
+            assert f.exact.value == pytest.approx(np.mean(x == y)) and f.bias.value == pytest.approx(np.mean(y - x))
+    first, second = np.sign(x - 3), np.sign(y - 3)  # preferences: -1, 0, 1, unweighted kappa
+    preference = stats.compare(first, second, Scale(-1, 1, categorical=True), resamples=5)
+    assert _same(preference.kappa.value, cohen_kappa_score(first, second, labels=[-1, 0, 1]))
+
+
+def test_pooled_pairs_of_two_raters_are_the_two_in_both_orders():
+    rng = np.random.default_rng(4)
+    a = rng.integers(1, 6, 40)
+    b = np.clip(a + rng.integers(-1, 2, 40), 1, 5)
+    pooled = stats.compare_pairs([[p, q] for p, q in zip(a, b)], list(range(40)), FIVE, resamples=50)
+    both = np.r_[a, b], np.r_[b, a]
+    assert pooled.n == 40 and pooled.clusters == 40 and pooled.bias.value is None
+    assert pooled.pearson.value == pytest.approx(scipy_stats.pearsonr(*both).statistic)
+    assert pooled.kendall.value == pytest.approx(scipy_stats.kendalltau(*both).statistic)
+    assert pooled.kappa.value == pytest.approx(cohen_kappa_score(*both, labels=[1, 2, 3, 4, 5], weights="quadratic"))
+
+
 @pytest.mark.parametrize("rho", [0.5, 0.8])
 def test_known_correlation_is_inside_the_intervals(rho):
     people, judge = bivariate(1000, rho, seed=1)

@@ -1,10 +1,11 @@
-"""``lm-eval-fin agreement RESULTS_DIR... [--labels FILE] [--output_path DIR]`` and
+"""``lm-eval-fin agreement RESULTS_DIR... [--labels FILE] [--output_path DIR] [--pairwise]`` and
 ``lm-eval-fin agreement --template N RESULTS_DIR... --output_path DIR``.
 
 Exit status: 0 when every figure could be computed from everything given; 1 when some runs
 could not be read or a judge left answers it should have judged undefined (they are left out
-of the figures and counted); 2 for bad arguments, a bad label file (one line names the file,
-line and problem) or nothing to compare.
+of the figures and counted; a judge that gave no value at all is one); 2 for bad arguments, an
+``--output_path`` that cannot take the files (found before any work), a bad label file (one
+line names the file, line and problem) or nothing to compare.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resamples", type=int, default=RESAMPLES, help="bootstrap resamples per interval")
     parser.add_argument("--confidence", type=float, default=CONFIDENCE, help="interval coverage")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling and of the template's draw")
+    parser.add_argument("--pairwise", action="store_true",
+                        help="besides the annotators pooled, each pair of annotators and each annotator against each "
+                             "judge (a comparison per pair: slow with many annotators)")
 
 
 def _error(message: str) -> int:
@@ -62,15 +67,35 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+def output_folder_problem(output_path: str | None, names: Sequence[str]) -> str | None:
+    """Why the files ``names`` could not be written in the folder ``output_path``: it is a file,
+    cannot be written or is full (:func:`lm_eval_fin.atomic.output_problem`), or one of the
+    files is a folder. Asked before any work."""
+    if not output_path:
+        return None
+    folder = Path(output_path).expanduser()
+    if folder.exists() and not folder.is_dir():
+        return f"--output_path {output_path}: a file, not a folder; name a folder for {', '.join(names)}"
+    problem = atomic.output_problem(folder)
+    if problem:
+        return problem
+    taken = [name for name in names if (folder / name).is_dir()]
+    if taken:
+        return f"--output_path {output_path}: {', '.join(taken)} there is a folder; move it or choose another folder"
+    return None
+
+
 def main(args: argparse.Namespace) -> int:
     from lm_eval_fin.agreement.labels import LabelError, read_labels
     from lm_eval_fin.agreement.matching import collect, match_labels
     from lm_eval_fin.agreement.study import run_study
-    from lm_eval_fin.agreement.template import draw, write_template
+    from lm_eval_fin.agreement.template import CSV_NAME, JSONL_NAME
 
-    problem = _usage_problem(args)
+    problem = _usage_problem(args) or output_folder_problem(
+        args.output_path, (JSONL_NAME, CSV_NAME) if args.template is not None else (OUTPUT_NAME,))
     if problem:
         return _error(problem)
+    started = time.monotonic()
     collection = collect(args.results_dirs)
     for item in collection.unreadable:
         print(f"{PROG}: cannot read {item.path}: {item.reason}", file=sys.stderr)
@@ -80,13 +105,7 @@ def main(args: argparse.Namespace) -> int:
         return _error("no logged fin_lfqa or fin_ems samples in " + ", ".join(args.results_dirs))
     incomplete = bool(collection.unreadable)
     if args.template is not None:
-        drawn = draw(collection, args.template, args.seed)
-        files = write_template(drawn, args.output_path)
-        models = len({(a.task, a.model) for a in drawn})
-        print(f"label template of {len(drawn)} answers from {models} model runs: {files['jsonl']} and {files['csv']}")
-        if len(drawn) < args.template:
-            print(f"{PROG}: the runs hold only {len(drawn)} answers", file=sys.stderr)
-        return exit_status.INCOMPLETE if incomplete else exit_status.OK
+        return _template(args, collection, incomplete)
     if not collection.judges:
         return _error("no judged answers in the runs (their settings name no judge)")
     people = None
@@ -94,11 +113,13 @@ def main(args: argparse.Namespace) -> int:
         if args.labels:
             labels, preferences, _ = read_labels(args.labels)
             people = match_labels(labels, preferences, collection)
+            _progress(f"read {len(collection.answers)} answers and {len(labels)} labels by "
+                      f"{len(people.annotators)} annotator(s)", started)
     except LabelError as exc:
         return _error(str(exc))
     settings = StudySettings(args.resamples, args.seed, args.confidence)
     try:
-        study = run_study(collection, people, settings)
+        study = run_study(collection, people, settings, args.pairwise, _StepProgress(started))
     except ValueError as exc:
         return _error(str(exc))
     if not study.comparisons:
@@ -109,12 +130,69 @@ def main(args: argparse.Namespace) -> int:
     if args.output_path:
         path = write_json(args, collection, study, settings)
         print(f"figures: {path}")
+    if _valueless_judges(collection):
+        incomplete = True
     for judge, answers in study.unjudged().items():
         print(f"{PROG}: {judge} left {answers} compared answer{'s' if answers != 1 else ''} unjudged on some "
               "criterion (it failed or its reply did not parse); left out of those figures, counted under 'left "
               "out'", file=sys.stderr)
         incomplete = True
     return exit_status.INCOMPLETE if incomplete else exit_status.OK
+
+
+def _valueless_judges(collection: Collection) -> list[str]:
+    """The judges that gave no value on any answer (every judging failed or did not parse), each
+    named on stderr: a failure, never "not computed"."""
+    from lm_eval_fin.agreement.template import gives_a_value
+
+    silent = [judge for judge in collection.judges
+              if not any(gives_a_value(answer) for answer in collection.answers if answer.judge == judge)]
+    for judge in silent:
+        print(f"{PROG}: {judge} gave no value on any of its answers (every judging failed or its reply did not "
+              "parse): nothing of it is compared", file=sys.stderr)
+    return silent
+
+
+def _template(args: argparse.Namespace, collection: Collection, incomplete: bool) -> int:
+    from lm_eval_fin.agreement.template import draw, eligible, write_template
+
+    candidates, left_out = eligible(collection)
+    silent = _valueless_judges(collection)
+    if left_out:
+        print(f"{PROG}: {left_out} answer{'s' if left_out != 1 else ''} left out of the draw: no judge of "
+              "theirs gave every value the template needs (it failed or its reply did not parse)", file=sys.stderr)
+    if not candidates:
+        return _error("no answer to draw: no judge gave the values a label is compared with")
+    drawn = draw(candidates, args.template, args.seed)
+    files = write_template(drawn, args.output_path)
+    models = len({(a.task, a.model) for a in drawn})
+    print(f"label template of {len(drawn)} answers from {models} model runs: {files['jsonl']} and {files['csv']}")
+    if len(drawn) < args.template:
+        print(f"{PROG}: the runs hold only {len(drawn)} answers to draw", file=sys.stderr)
+    return exit_status.INCOMPLETE if incomplete or silent else exit_status.OK
+
+
+QUIET_SECONDS = 1.0  # a study done sooner says nothing of its progress
+
+
+def _progress(message: str, started: float) -> None:
+    elapsed = time.monotonic() - started
+    if elapsed >= QUIET_SECONDS:
+        print(f"{PROG}: [{elapsed:.0f} s] {message}", file=sys.stderr, flush=True)
+
+
+class _StepProgress:
+    """Says on stderr which comparison is being computed, at most every ``every`` seconds, so
+    a long study is seen to move (one done within a second stays quiet)."""
+
+    def __init__(self, started: float, every: float = 2.0) -> None:
+        self.started, self.every, self.last = started, every, -every
+
+    def __call__(self, done: int, of: int, what: str) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every:
+            self.last = now
+            _progress(f"comparison {done + 1} of {of}: {what}", self.started)
 
 
 def write_json(args: argparse.Namespace, collection: Collection, study: Study, settings: StudySettings) -> Path:
@@ -128,6 +206,7 @@ def write_json(args: argparse.Namespace, collection: Collection, study: Study, s
         "confidence": settings.confidence,
         "resamples": settings.resamples,
         "seed": settings.seed,
+        "pairwise": args.pairwise,
         "judges": [judge.as_dict() for judge in collection.judges.values()],
         "comparisons": [c.as_dict() for c in study.comparisons],
         "unreadable": [{"path": str(u.path), "reason": u.reason} for u in collection.unreadable],

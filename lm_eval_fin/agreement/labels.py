@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_fin.agreement.criteria import FAMILIES, POINTS
+from lm_eval_fin.csvtext import spreadsheet_unescaped
 from lm_eval_fin.jsonl import read_jsonl
 
 TIE = "tie"
@@ -32,6 +33,7 @@ HASH_CHARS = 16
 # CSV columns that are not criteria (the template's context and the answer's identity)
 CSV_COLUMNS = ("task", "id", "model", "answer_hash", "annotator", "question", "reference", "answer",
                "reference_points", "comment")
+CSV_IDENTITY = ("task", "id", "model", "answer_hash", "annotator")  # read back as the template wrote them
 
 
 class LabelError(ValueError):
@@ -209,7 +211,8 @@ def _parse_line(line: Any, where: str) -> Label | Preference | None:
 
 def _csv_lines(path: Path) -> list[tuple[str, dict]]:
     known = {name for family in FAMILIES for name in family.label_names}
-    with open(path, encoding="utf-8", newline="") as handle:
+    # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which is no part of the first column's name
+    with open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
         columns = reader.fieldnames or []
         unknown = [c for c in columns if c not in known and c not in CSV_COLUMNS]
@@ -220,7 +223,8 @@ def _csv_lines(path: Path) -> list[tuple[str, dict]]:
             raise LabelError(f"{path}: no 'id' column")
         lines = []
         for number, row in enumerate(reader, start=2):
-            line: dict[str, Any] = {k: v for k, v in row.items() if k in CSV_COLUMNS}
+            line: dict[str, Any] = {k: spreadsheet_unescaped(v) if k in CSV_IDENTITY and isinstance(v, str) else v
+                                    for k, v in row.items() if k in CSV_COLUMNS}
             line["labels"] = {k: v for k, v in row.items() if k in known}
             lines.append((f"{path}:{number}", line))
     return lines

@@ -6,7 +6,7 @@ An answer is one model's answer to one question of one task, identified by (task
 id, model, answer hash): the same answer judged by two judges, or twice by one, is the same
 answer. A judge is the judge spec in the documents' settings (and the prompt version in the
 records, where one spec ran with two versions); runs without a judge are left out of the
-comparisons (their answers can still go into a label template).
+comparisons (where no run has a judge, their answers can still go into a label template).
 """
 
 from __future__ import annotations

@@ -17,6 +17,11 @@ and Spearman's rho of the systems' mean scores and the share of system pairs who
 flips, with intervals from resampling units within each system. :func:`stability` is the
 agreement of one judge with itself over repeated runs.
 
+The figures are computed from tables of counts of the paired values (ratings take few distinct
+values), a resample being another table, so a comparison of 100,000 ratings costs what one of
+100 does; values too varied for a table are resampled unit by unit. Both give scipy's and
+scikit-learn's values. :func:`compare_pairs` pools raters: every pair of two ratings of a unit.
+
 A statistic that is not defined (constant values, too few units) is None, never NaN; a
 resample where it is not defined is left out of the interval and counted in a note. Every
 random draw comes from ``numpy.random.default_rng(seed)``.
@@ -31,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import stats
+from scipy import sparse, stats
 from sklearn.metrics import cohen_kappa_score
 
 from lm_eval_fin.agreement.criteria import Scale
@@ -166,6 +171,144 @@ class _Gaps:
         return found
 
 
+def check_values(values: np.ndarray, scale: Scale, who: str) -> None:
+    if not np.all(np.isfinite(values)):
+        raise ValueError(f"{who} has values that are not finite numbers")
+    if np.any(values < scale.low) or np.any(values > scale.high):
+        raise ValueError(f"{who} has values outside the scale {scale.describe()}")
+    if scale.discrete and np.any(values != np.round(values)):
+        raise ValueError(f"{who} has values that are not integers on the scale {scale.describe()}")
+
+
+# --------------------------------------------------------------- statistics of count tables
+#
+# Ratings take few distinct values (1..5, 0..10), so n paired units are summed up by a table of
+# counts: how many units have reference value xs[a] and judged value ys[b]. Every statistic of
+# :func:`compare` is a function of that table, and a bootstrap resample is another table (the
+# sum of the resampled clusters' tables, or a multinomial draw over the cells), so a resample
+# costs the size of the table, not n: 100,000 labels resample as fast as 100. The values are
+# those of scipy and scikit-learn (tests/test_agreement_stats.py checks them).
+
+TABLE_CELLS = 2**16  # the most cells a table may have; beyond, the units are resampled one by one
+_BLOCK = 2**22  # table cells of the resamples handled at once (bounds the memory)
+
+
+def _ranks(counts: np.ndarray) -> np.ndarray:
+    """Average ranks (1-based, ties sharing their mean rank) of the values of each row of
+    ``counts`` (resamples x values): scipy's ``rankdata(method="average")``."""
+    return np.cumsum(counts, axis=-1) - (counts - 1) / 2
+
+
+def _moments(t: np.ndarray, xv: np.ndarray, yv: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Means, variances (population) and covariance of the two raters under tables ``t``
+    (resamples x kx x ky), with per-resample values ``xv`` (resamples x kx) and ``yv``."""
+    n = t.sum(axis=(1, 2))
+    px, py = t.sum(axis=2), t.sum(axis=1)
+    mx, my = (px * xv).sum(axis=1) / n, (py * yv).sum(axis=1) / n
+    vx = (px * xv**2).sum(axis=1) / n - mx**2
+    vy = (py * yv**2).sum(axis=1) / n - my**2
+    cov = np.einsum("rab,ra,rb->r", t, xv, yv) / n - mx * my
+    return mx, my, vx, vy, cov
+
+
+def _correlation(cov: np.ndarray, vx: np.ndarray, vy: np.ndarray, defined: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        r = np.clip(cov / np.sqrt(vx * vy), -1.0, 1.0)
+    return np.where(defined, r, np.nan)
+
+
+def _kendall_tau_b(t: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b of each table (scipy's ``kendalltau``): concordant minus discordant pairs
+    over the pairs not tied on either side."""
+    # later[r, a, b]: units with x index > a and y index > b; earlier_y: x index > a, y index < b
+    below = np.cumsum(t[:, ::-1, :], axis=1)[:, ::-1, :]  # x index >= a
+    below = np.concatenate([below[:, 1:, :], np.zeros_like(below[:, :1, :])], axis=1)  # x index > a
+    right = np.cumsum(below[:, :, ::-1], axis=2)[:, :, ::-1]  # ... and y index >= b
+    later = np.concatenate([right[:, :, 1:], np.zeros_like(right[:, :, :1])], axis=2)
+    left = np.cumsum(below, axis=2)  # y index <= b
+    earlier = np.concatenate([np.zeros_like(left[:, :, :1]), left[:, :, :-1]], axis=2)
+    difference = (t * (later - earlier)).sum(axis=(1, 2))
+    n = t.sum(axis=(1, 2))
+    pairs = n * (n - 1) / 2
+    x_ties = (t.sum(axis=2) * (t.sum(axis=2) - 1) / 2).sum(axis=1)
+    y_ties = (t.sum(axis=1) * (t.sum(axis=1) - 1) / 2).sum(axis=1)
+    with np.errstate(all="ignore"):
+        tau = difference / np.sqrt(pairs - x_ties) / np.sqrt(pairs - y_ties)
+    return np.where((pairs > x_ties) & (pairs > y_ties), np.clip(tau, -1.0, 1.0), np.nan)
+
+
+def table_statistics(t: np.ndarray, xs: np.ndarray, ys: np.ndarray, scale: Scale) -> dict[str, np.ndarray]:
+    """Every statistic of :func:`compare` for each table of ``t`` (resamples x len(xs) x
+    len(ys) counts of units with reference value ``xs[a]`` and judged value ``ys[b]``); NaN
+    where one is not defined."""
+    t = np.asarray(t, dtype=float)
+    resamples = t.shape[0]
+    xv, yv = np.broadcast_to(xs, (resamples, len(xs))), np.broadcast_to(ys, (resamples, len(ys)))
+    mx, my, vx, vy, cov = _moments(t, xv, yv)
+    px, py = t.sum(axis=2), t.sum(axis=1)
+    varies = ((px > 0).sum(axis=1) > 1) & ((py > 0).sum(axis=1) > 1)  # neither rater constant
+    n = t.sum(axis=(1, 2))
+    same = xs[:, None] == ys[None, :]
+    found = {"bias": my - mx, "exact": (t * same).sum(axis=(1, 2)) / n,
+             "pearson": _correlation(cov, vx, vy, varies)}
+    rx, ry = _ranks(px), _ranks(py)
+    _, _, rvx, rvy, rcov = _moments(t, rx, ry)
+    found["spearman"] = _correlation(rcov, rvx, rvy, varies)
+    found["kendall"] = _kendall_tau_b(t)
+    if scale.categorical:  # unweighted: (observed - chance agreement) / (1 - chance)
+        chance = (px[:, :, None] * py[:, None, :] * same).sum(axis=(1, 2)) / n**2
+        with np.errstate(all="ignore"):
+            found["kappa"] = np.where(chance < 1, (found["exact"] - chance) / (1 - chance), np.nan)
+    else:  # quadratic weights: 1 - E(x-y)^2 / E(x-y)^2 under independence
+        expected = vx + vy + (mx - my) ** 2
+        with np.errstate(all="ignore"):
+            found["kappa"] = np.where(expected > 1e-12 * max(1.0, scale.high - scale.low) ** 2,
+                                      2 * cov / expected, np.nan)
+    return found
+
+
+def _cluster_draws(clusters: int, resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """How often each cluster is drawn in each resample (resamples x clusters)."""
+    draws = rng.integers(0, clusters, size=(resamples, clusters))
+    offsets = draws + clusters * np.arange(resamples)[:, None]
+    return np.bincount(offsets.ravel(), minlength=resamples * clusters).reshape(resamples, clusters)
+
+
+def resampled_statistics(tables: sparse.csr_matrix | None, counts: np.ndarray, xs: np.ndarray, ys: np.ndarray,
+                         scale: Scale, resamples: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """The statistics of ``resamples`` bootstrap tables. ``tables``: each cluster's counts
+    (clusters x cells; the clusters are drawn with replacement), or None where the units are
+    drawn one by one from ``counts`` (the whole table, cells flattened)."""
+    cells = len(xs) * len(ys)
+    block = max(1, _BLOCK // max(cells, 1 if tables is None else tables.shape[0]))
+    parts: dict[str, list[np.ndarray]] = {}
+    total = int(counts.sum())
+    for start in range(0, resamples, block):
+        size = min(block, resamples - start)
+        if tables is None:
+            drawn = rng.multinomial(total, counts / total, size=size).astype(float)
+        else:
+            drawn = np.asarray((tables.T @ _cluster_draws(tables.shape[0], size, rng).T).T, dtype=float)
+        for name, values in table_statistics(drawn.reshape(size, len(xs), len(ys)), xs, ys, scale).items():
+            parts.setdefault(name, []).append(values)
+    return {name: np.concatenate(values) for name, values in parts.items()}
+
+
+def _interval_of(values: np.ndarray, confidence: float) -> tuple[float | None, float | None, int]:
+    return _interval([None if not math.isfinite(v) else float(v) for v in values], confidence)
+
+
+def _from_table(point: float | None, resampled: np.ndarray, confidence: float, name: str, gaps: _Gaps,
+                p_value: float | None = None) -> Estimate:
+    if point is None:
+        gaps.undefined.append(name)
+        return NO_ESTIMATE
+    low, high, missing = _interval_of(resampled, confidence)
+    if len(resampled) and missing / len(resampled) > 0.01:
+        gaps.thin[name] = missing
+    return Estimate(point, low, high, p_value)
+
+
 def _estimate(statistic: Callable[[np.ndarray, np.ndarray], float | None], x: np.ndarray, y: np.ndarray,
               samples: list[np.ndarray], confidence: float, name: str, gaps: _Gaps,
               p_value: float | None = None) -> Estimate:
@@ -179,13 +322,52 @@ def _estimate(statistic: Callable[[np.ndarray, np.ndarray], float | None], x: np
     return Estimate(value, low, high, p_value)
 
 
-def check_values(values: np.ndarray, scale: Scale, who: str) -> None:
-    if not np.all(np.isfinite(values)):
-        raise ValueError(f"{who} has values that are not finite numbers")
-    if np.any(values < scale.low) or np.any(values > scale.high):
-        raise ValueError(f"{who} has values outside the scale {scale.describe()}")
-    if scale.discrete and np.any(values != np.round(values)):
-        raise ValueError(f"{who} has values that are not integers on the scale {scale.describe()}")
+_NAMES = {"bias": "bias", "exact": "exact", "kappa": "kappa", "pearson": "Pearson", "spearman": "Spearman",
+          "kendall": "Kendall"}
+
+
+def _wanted(n: int, scale: Scale) -> list[str]:
+    return ["bias", *(["exact", "kappa"] if scale.discrete else []),
+            *(["pearson", "spearman", "kendall"] if n >= MIN_UNITS else [])]
+
+
+def compare_table(tables: sparse.csr_matrix | None, counts: np.ndarray, xs: np.ndarray, ys: np.ndarray, scale: Scale,
+                  *, resamples: int = RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE,
+                  p_values: dict[str, float | None] | None = None) -> Figures:
+    """The figures of units summed up as a table of counts (see above): ``counts`` the whole
+    table (cells flattened, ``len(xs) * len(ys)``), ``tables`` each cluster's (None: the units
+    are resampled one by one)."""
+    n = int(round(counts.sum()))
+    figures = Figures(n=n, clusters=None if tables is None else int((tables.getnnz(axis=1) > 0).sum()))
+    if n == 0:
+        figures.notes.append("no unit has both values")
+        return figures
+    point = table_statistics(counts.reshape(1, len(xs), len(ys)), xs, ys, scale)
+    resampled = resampled_statistics(tables, counts, xs, ys, scale, resamples, np.random.default_rng(seed))
+    gaps = _Gaps()
+    for name in _wanted(n, scale):
+        value = float(point[name][0])
+        setattr(figures, name, _from_table(value if math.isfinite(value) else None, resampled[name], confidence,
+                                           _NAMES[name], gaps, (p_values or {}).get(name)))
+    if n < MIN_UNITS:
+        figures.notes.append(f"correlations need at least {MIN_UNITS} units")
+    figures.notes += gaps.notes(resamples)
+    return figures
+
+
+def unit_table(x: np.ndarray, y: np.ndarray, clusters: Sequence[int] | None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, sparse.csr_matrix | None]:
+    """Paired units as a table: the distinct values of each side, the counts (flattened) and,
+    with ``clusters``, each cluster's counts."""
+    xs, xi = np.unique(x, return_inverse=True)
+    ys, yi = np.unique(y, return_inverse=True)
+    cell = xi * len(ys) + yi
+    counts = np.bincount(cell, minlength=len(xs) * len(ys)).astype(float)
+    if clusters is None:
+        return xs, ys, counts, None
+    _, cluster = np.unique(np.asarray(clusters), return_inverse=True)
+    tables = sparse.csr_matrix((np.ones(len(cell)), (cluster, cell)), shape=(int(cluster.max()) + 1, len(counts)))
+    return xs, ys, counts, tables
 
 
 def compare(reference: Sequence[float], judged: Sequence[float], scale: Scale, *,
@@ -200,11 +382,27 @@ def compare(reference: Sequence[float], judged: Sequence[float], scale: Scale, *
     check_values(x, scale, "the reference")
     check_values(y, scale, "the judged rater")
     n = len(x)
+    if n == 0:
+        return Figures(n=0, notes=["no unit has both values"], clusters=None if clusters is None else 0)
+    p_values = {}
+    if n >= MIN_UNITS:
+        p_values = {"pearson": _p_value(stats.pearsonr, x, y), "spearman": _p_value(stats.spearmanr, x, y),
+                    "kendall": _p_value(stats.kendalltau, x, y)}
+    if len(np.unique(x)) * len(np.unique(y)) <= TABLE_CELLS:
+        xs, ys, counts, tables = unit_table(x, y, clusters)
+        figures = compare_table(tables, counts, xs, ys, scale, resamples=resamples, seed=seed,
+                                confidence=confidence, p_values=p_values)
+        figures.clusters = None if clusters is None else len(set(clusters))
+        return figures
+    return _compare_units(x, y, scale, clusters, resamples, seed, confidence, p_values)
+
+
+def _compare_units(x: np.ndarray, y: np.ndarray, scale: Scale, clusters: Sequence[int] | None, resamples: int,
+                   seed: int, confidence: float, p_values: dict[str, float | None]) -> Figures:
+    """:func:`compare` one resample at a time (values too varied for a table)."""
+    n = len(x)
     notes: list[str] = []
     figures = Figures(n=n, notes=notes, clusters=None if clusters is None else len(set(clusters)))
-    if n == 0:
-        notes.append("no unit has both values")
-        return figures
     samples = resample_indices(n, resamples, np.random.default_rng(seed), clusters=clusters)
     gaps = _Gaps()
     figures.bias = _estimate(lambda a, b: float(np.mean(b - a)), x, y, samples, confidence, "bias", gaps)
@@ -214,12 +412,9 @@ def compare(reference: Sequence[float], judged: Sequence[float], scale: Scale, *
     if n < MIN_UNITS:
         notes.append(f"correlations need at least {MIN_UNITS} units")
     else:
-        figures.pearson = _estimate(pearson, x, y, samples, confidence, "Pearson", gaps,
-                                    _p_value(stats.pearsonr, x, y))
-        figures.spearman = _estimate(spearman, x, y, samples, confidence, "Spearman", gaps,
-                                     _p_value(stats.spearmanr, x, y))
-        figures.kendall = _estimate(kendall, x, y, samples, confidence, "Kendall", gaps,
-                                    _p_value(stats.kendalltau, x, y))
+        figures.pearson = _estimate(pearson, x, y, samples, confidence, "Pearson", gaps, p_values.get("pearson"))
+        figures.spearman = _estimate(spearman, x, y, samples, confidence, "Spearman", gaps, p_values.get("spearman"))
+        figures.kendall = _estimate(kendall, x, y, samples, confidence, "Kendall", gaps, p_values.get("kendall"))
     notes += gaps.notes(len(samples))
     return figures
 
@@ -259,17 +454,27 @@ class Order:
         }
 
 
-def flipped_share(a: np.ndarray, b: np.ndarray) -> float | None:
-    """The share of pairs of systems that ``a`` and ``b`` (their means) order differently."""
-    pairs = list(itertools.combinations(range(len(a)), 2))
-    if not pairs:
-        return None
-    return sum(np.sign(a[i] - a[j]) != np.sign(b[i] - b[j]) for i, j in pairs) / len(pairs)
-
-
-def _top(means: np.ndarray) -> int | None:
-    best = np.flatnonzero(means == means.max())
-    return int(best[0]) if len(best) == 1 else None
+def _order_statistics(a: np.ndarray, b: np.ndarray) -> dict[str, np.ndarray]:
+    """Per row of ``a`` and ``b`` (resamples x systems: the systems' means under each rater):
+    the share of system pairs ordered differently, Kendall's tau-b and Spearman's rho of the
+    means (scipy's values; NaN where not defined) and the index of each rater's single best
+    system (-1 where the best is tied)."""
+    first, second = np.triu_indices(a.shape[1], k=1)
+    sign_a, sign_b = np.sign(a[:, first] - a[:, second]), np.sign(b[:, first] - b[:, second])
+    found: dict[str, np.ndarray] = {"flipped": np.mean(sign_a != sign_b, axis=1) if len(first) else
+                                    np.full(len(a), np.nan)}
+    untied = np.sum(np.abs(sign_a), axis=1) * np.sum(np.abs(sign_b), axis=1)
+    with np.errstate(all="ignore"):
+        found["kendall"] = np.where(untied > 0, np.sum(sign_a * sign_b, axis=1) / np.sqrt(untied), np.nan)
+    rank_a, rank_b = stats.rankdata(a, axis=1), stats.rankdata(b, axis=1)
+    rank_a, rank_b = rank_a - rank_a.mean(axis=1, keepdims=True), rank_b - rank_b.mean(axis=1, keepdims=True)
+    spread = np.sum(rank_a**2, axis=1) * np.sum(rank_b**2, axis=1)
+    with np.errstate(all="ignore"):
+        found["spearman"] = np.where(spread > 0, np.sum(rank_a * rank_b, axis=1) / np.sqrt(spread), np.nan)
+    for name, means in (("top_a", a), ("top_b", b)):
+        single = np.sum(means == means.max(axis=1, keepdims=True), axis=1) == 1
+        found[name] = np.where(single, np.argmax(means, axis=1), -1)
+    return found
 
 
 def leaderboard_order(systems: Sequence[str], reference: Sequence[float], judged: Sequence[float], *,
@@ -279,37 +484,41 @@ def leaderboard_order(systems: Sequence[str], reference: Sequence[float], judged
     x, y = np.asarray(reference, dtype=float), np.asarray(judged, dtype=float)
     names = sorted(set(systems))
     stratum = np.asarray([names.index(s) for s in systems])
+    sizes = np.bincount(stratum, minlength=len(names))
 
     def means(values: np.ndarray, index: np.ndarray) -> np.ndarray:
-        return np.asarray([values[index][stratum[index] == k].mean() for k in range(len(names))])
+        """Each system's mean in each resample (rows of ``index``: resamples x units)."""
+        rows = np.arange(len(index))[:, None] * len(names) + stratum[index]
+        sums = np.bincount(rows.ravel(), weights=values[index].ravel(), minlength=len(index) * len(names))
+        return sums.reshape(len(index), len(names)) / sizes
 
-    everything = np.arange(len(x))
-    order = Order(names, means(x, everything).tolist(), means(y, everything).tolist(),
-                  [int(np.sum(stratum == k)) for k in range(len(names))])
+    everything = np.arange(len(x))[None]
+    point = means(x, everything), means(y, everything)
+    order = Order(names, point[0][0].tolist(), point[1][0].tolist(), sizes.tolist())
     if len(names) < 2:
         order.notes.append("one system: no order to compare")
         return order
-    samples = resample_indices(len(x), resamples, np.random.default_rng(seed), strata=stratum.tolist())
-    per_sample = [(means(x, i), means(y, i)) for i in samples]
-    point = (np.asarray(order.reference_means), np.asarray(order.judged_means))
+    samples = np.asarray(resample_indices(len(x), resamples, np.random.default_rng(seed), strata=stratum.tolist()))
+    at_point = _order_statistics(*point)
+    resampled = _order_statistics(means(x, samples), means(y, samples))
 
-    def estimate(statistic: Callable[[np.ndarray, np.ndarray], float | None], name: str) -> Estimate:
-        value = statistic(*point)
-        if value is None:
-            order.notes.append(f"{name} of the system means is not defined (tied means)")
+    def estimate(name: str, label: str) -> Estimate:
+        value = float(at_point[name][0])
+        if math.isnan(value):
+            order.notes.append(f"{label} of the system means is not defined (tied means)")
             return NO_ESTIMATE
-        low, high, _ = _interval([statistic(a, b) for a, b in per_sample], confidence)
+        low, high, _ = _interval_of(resampled[name], confidence)
         return Estimate(value, low, high)
 
-    order.flipped = estimate(flipped_share, "flipped pairs")
+    order.flipped = estimate("flipped", "flipped pairs")
     if len(names) >= MIN_UNITS:
-        order.kendall = estimate(kendall, "Kendall")
-        order.spearman = estimate(spearman, "Spearman")
+        order.kendall = estimate("kendall", "Kendall")
+        order.spearman = estimate("spearman", "Spearman")
     else:
         order.notes.append(f"rank correlations of system means need at least {MIN_UNITS} systems")
-    top = _top(point[0]), _top(point[1])
-    order.same_top = None if None in top else top[0] == top[1]
-    order.top_agrees = float(np.mean([_top(a) is not None and _top(a) == _top(b) for a, b in per_sample]))
+    top = int(at_point["top_a"][0]), int(at_point["top_b"][0])
+    order.same_top = None if -1 in top else top[0] == top[1]
+    order.top_agrees = float(np.mean((resampled["top_a"] != -1) & (resampled["top_a"] == resampled["top_b"])))
     return order
 
 
@@ -370,3 +579,44 @@ def stability(repeats: Sequence[Sequence[float | None]], scale: Scale, *, resamp
         result.pairs[f"{a + 1}-{b + 1}"] = compare(table[a], table[b], scale, resamples=resamples, seed=seed,
                                                     confidence=confidence)
     return result
+
+
+# ------------------------------------------------------------------------ pooled raters
+
+
+def compare_pairs(groups: Sequence[Sequence[float]], clusters: Sequence[int], scale: Scale, *,
+                  resamples: int = RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE) -> Figures:
+    """How well raters agree with each other, pooled over raters: every pair of two ratings of
+    one unit (``groups[i]``: the ratings of unit i, by any number of raters), resampled by
+    ``clusters`` (the answer of each unit). The pairs are taken in both orders, so the figures
+    do not depend on which rater is named first (and there is no bias); ``n`` counts each
+    pair once. With two raters, the correlations and kappa are those of the two; with more,
+    those of two raters drawn at random, a rating of each unit from each."""
+    values = [np.asarray(group, dtype=float) for group in groups]
+    values = [v for v in values if len(v) > 1]
+    if not values:
+        return Figures(n=0, notes=["no unit was rated twice"], clusters=0)
+    everything = np.concatenate(values)
+    check_values(everything, scale, "a rater")
+    xs = np.unique(everything)
+    if len(xs) ** 2 > TABLE_CELLS:
+        return Figures(n=sum(len(v) * (len(v) - 1) // 2 for v in values),
+                       notes=[f"{len(xs)} distinct values: too varied to pool; give --pairwise for each pair"])
+    rows, cells, counts = [], [], []
+    _, cluster_index = np.unique(np.asarray(clusters)[[len(g) > 1 for g in groups]], return_inverse=True)
+    for value, cluster in zip(values, cluster_index):
+        distinct, times = np.unique(value, return_counts=True)
+        where = np.searchsorted(xs, distinct)
+        pairs = np.outer(times, times) - np.diag(times)  # ordered pairs of two different ratings
+        a, b = np.nonzero(pairs)
+        rows.append(np.full(len(a), cluster))
+        cells.append(where[a] * len(xs) + where[b])
+        counts.append(pairs[a, b])
+    tables = sparse.csr_matrix((np.concatenate(counts).astype(float), (np.concatenate(rows), np.concatenate(cells))),
+                               shape=(int(cluster_index.max()) + 1, len(xs) ** 2))
+    figures = compare_table(tables, np.asarray(tables.sum(axis=0)).ravel(), xs, xs, scale, resamples=resamples,
+                            seed=seed, confidence=confidence)
+    figures.n //= 2
+    figures.bias = NO_ESTIMATE
+    figures.notes.append("pooled over every pair of raters of a unit, in both orders: no bias between them")
+    return figures

@@ -4,9 +4,13 @@ For each benchmark family in the runs:
 
 * each judge against people (the mean of the annotators of each answer), per criterion, and
   the leaderboard order of the models under each;
-* with two or more annotators, each pair of annotators (how well people agree: the ceiling a
-  judge can be expected to reach) and each judge against each annotator (Cohen's kappa needs
-  one rating per answer, which a mean of several is not);
+* with two or more annotators, the annotators against each other (how well people agree: the
+  ceiling a judge can be expected to reach) and each judge against the annotators' single
+  ratings (Cohen's kappa needs one rating per answer, which a mean of several is not). Both are
+  pooled over the annotators: every pair of two annotators' ratings of an answer, every
+  annotator's rating against the judge's, resampled by whole answers; so 100 annotators make
+  two comparisons, not 5,000. ``pairwise`` adds each pair of annotators and each annotator
+  against each judge;
 * each judge against people's preferences between two answers;
 * each pair of judges on the answers both judged, and the leaderboard order under each;
 * each judge against itself where it judged the same answers in several runs (stability).
@@ -18,8 +22,9 @@ unit is left out and counted as unjudged.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TypedDict
 
 import numpy as np
@@ -36,6 +41,15 @@ JUDGE_ANNOTATOR = "judge vs annotator"
 PREFERENCES = "judge vs preferences"
 JUDGES = "judge vs judge"
 REPEATS = "judge vs itself"
+ANNOTATORS_POOLED = "each other (every pair of ratings of an answer, pooled)"
+
+# what a rater rated: an answer (its Key), or, pooled over annotators, an answer and an annotator
+Unit = tuple[str, ...]
+
+
+def answer_of(unit: Unit) -> Key:
+    """The answer a unit is (part of)."""
+    return unit[0], unit[1], unit[2], unit[3]
 
 
 class _Resampling(TypedDict):
@@ -54,8 +68,8 @@ class Rater:
     whose undefined values are failures to count."""
 
     name: str
-    values: dict[Key, dict[str, float | None]]
-    points: dict[Key, tuple[tuple[str, ...], tuple[float | None, ...]]] = field(default_factory=dict)
+    values: dict[Unit, dict[str, float | None]]
+    points: dict[Unit, tuple[tuple[str, ...], tuple[float | None, ...]]] = field(default_factory=dict)
     integer: bool = True
     fallible: bool = False
 
@@ -98,7 +112,7 @@ class Comparison:
         }
 
 
-def _in_family(key: Key, family: Family) -> bool:
+def _in_family(key: Unit, family: Family) -> bool:
     return family_of(key[0]) is family
 
 
@@ -130,8 +144,8 @@ def people_rater(people: PeopleLabels, family: Family) -> Rater:
     raters = [annotator_rater(people, a, family) for a in people.annotators]
     raters = [r for r in raters if r.values]
     keys = sorted({k for r in raters for k in r.values})
-    values: dict[Key, dict[str, float | None]] = {}
-    points: dict[Key, tuple[tuple[str, ...], tuple[float | None, ...]]] = {}
+    values: dict[Unit, dict[str, float | None]] = {}
+    points: dict[Unit, tuple[tuple[str, ...], tuple[float | None, ...]]] = {}
     single = True  # every answer has one rating per criterion (kappa is defined)
     for key in keys:
         given: dict[str, list[float]] = {}
@@ -156,7 +170,7 @@ def _scaled(value: float | None, factor: float) -> float | None:
     return None if value is None else value * factor
 
 
-def _system(key: Key, several_tasks: bool) -> str:
+def _system(key: Unit, several_tasks: bool) -> str:
     return f"{key[2]} · {key[0]}" if several_tasks else key[2]
 
 
@@ -167,20 +181,25 @@ def _integer_scale(scale: Scale, *arrays: Sequence[float]) -> Scale:
 
 
 def compare_raters(kind: str, family: Family, reference: Rater, judged: Rater, criteria: Sequence[Criterion],
-                   main: str | None, collection: Collection, settings: StudySettings) -> Comparison:
+                   main: str | None, collection: Collection, settings: StudySettings,
+                   cluster_of: Callable[[Unit], Hashable] | None = None) -> Comparison:
     """``judged`` against ``reference`` on each criterion (and per point where both rated the same
-    reference points), and the leaderboard order on ``main``."""
+    reference points), and the leaderboard order on ``main``. ``cluster_of``: the cluster of each
+    unit, where units are resampled in clusters (an answer's ratings by several annotators)."""
     comparison = Comparison(kind, family.name, reference.name, judged.name)
     options: _Resampling = {"resamples": settings.resamples, "seed": settings.seed, "confidence": settings.confidence}
     several_tasks = len({k[0] for k in reference.values}) > 1
+    # a judge silent on a criterion did not compute it (RAGChecker switched off) where it gave
+    # others; one silent on all of them failed everywhere, and its answers count as unjudged
+    speaking = [r for r in (reference, judged) if not r.fallible or any(r.gives(c.name) for c in criteria)]
     for criterion in criteria:
-        silent = [r.name for r in (reference, judged) if r.fallible and not r.gives(criterion.name)]
+        silent = [r.name for r in speaking if r.fallible and not r.gives(criterion.name)]
         if silent:
             if any(r.gives(criterion.name) for r in (reference, judged)):
                 comparison.notes.append(f"{criterion.name}: {' and '.join(silent)} gives no value in its runs (not "
                                         "computed there); not compared")
             continue
-        pairs: list[tuple[Key, float, float]] = []
+        pairs: list[tuple[Unit, float, float]] = []
         counts = {"unjudged": 0, "reference unjudged": 0, "not in its runs": 0}
         for key, row in reference.values.items():
             if criterion.name not in row:
@@ -189,14 +208,14 @@ def compare_raters(kind: str, family: Family, reference: Rater, judged: Rater, c
             if reference_value is None:
                 if reference.fallible:
                     counts["reference unjudged"] += 1
-                    comparison.unjudged.add((reference.name, key))
+                    comparison.unjudged.add((reference.name, answer_of(key)))
                 continue
             judged_value = judged.values[key].get(criterion.name) if key in judged.values else None
             if key not in judged.values:
                 counts["not in its runs"] += 1
             elif judged_value is None:
                 counts["unjudged"] += 1
-                comparison.unjudged.add((judged.name, key))
+                comparison.unjudged.add((judged.name, answer_of(key)))
             else:
                 pairs.append((key, reference_value, judged_value))
         if not pairs and not any(counts.values()):
@@ -205,7 +224,8 @@ def compare_raters(kind: str, family: Family, reference: Rater, judged: Rater, c
         scale = criterion.scale if reference.integer and judged.integer else Scale(criterion.scale.low,
                                                                                    criterion.scale.high)
         try:
-            comparison.figures[criterion.name] = stats.compare(x, y, _integer_scale(scale, x, y), **options)
+            comparison.figures[criterion.name] = stats.compare(
+                x, y, _integer_scale(scale, x, y), clusters=_clusters([p[0] for p in pairs], cluster_of), **options)
         except ValueError as exc:  # a value off its scale: the runs or labels are not what they claim
             raise ValueError(f"{judged.name} against {reference.name} on {criterion.name}: {exc}") from None
         comparison.skipped[criterion.name] = counts
@@ -214,17 +234,24 @@ def compare_raters(kind: str, family: Family, reference: Rater, judged: Rater, c
             comparison.leaderboard = stats.leaderboard_order([_system(p[0], several_tasks) for p in pairs], x, y,
                                                              **options)
     if family.points and reference.points and judged.points:
-        _compare_points(comparison, reference, judged, collection, options)
+        _compare_points(comparison, reference, judged, collection, options, cluster_of or (lambda unit: unit))
     return comparison
 
 
+def _clusters(units: Sequence[Unit], cluster_of: Callable[[Unit], Hashable] | None) -> list[int] | None:
+    if cluster_of is None:
+        return None
+    number: dict[Hashable, int] = {}
+    return [number.setdefault(cluster_of(unit), len(number)) for unit in units]
+
+
 def _compare_points(comparison: Comparison, reference: Rater, judged: Rater, collection: Collection,
-                    options: _Resampling) -> None:
+                    options: _Resampling, cluster_of: Callable[[Unit], Hashable]) -> None:
     x: list[float] = []
     y: list[float] = []
-    clusters: list[int] = []
+    clusters: list[Hashable] = []
     counts = {"unjudged": 0, "reference unjudged": 0, "not in its runs": 0, "other reference points": 0}
-    used: list[Key] = []
+    used: list[Unit] = []
     for key, (points, ratings) in reference.points.items():
         if key not in judged.points:
             counts["not in its runs"] += 1
@@ -238,22 +265,25 @@ def _compare_points(comparison: Comparison, reference: Rater, judged: Rater, col
             if mine is None:
                 if reference.fallible:
                     counts["reference unjudged"] += 1
-                    comparison.unjudged.add((reference.name, key))
+                    comparison.unjudged.add((reference.name, answer_of(key)))
             elif theirs is None:
                 counts["unjudged"] += 1
-                comparison.unjudged.add((judged.name, key))
+                comparison.unjudged.add((judged.name, answer_of(key)))
             else:
                 x.append(mine)
                 y.append(theirs)
-                clusters.append(len(used))
-    scale = points_criterion_scale(used, collection.distinct())
+                clusters.append(cluster_of(key))
+    scale = points_criterion_scale([answer_of(unit) for unit in used], collection.distinct())
     if scale is None:
         if used:
             comparison.notes.append("point ratings not compared: the runs differ in max_score")
         return
     if not reference.integer or not judged.integer:
         scale = Scale(scale.low, scale.high)
-    comparison.figures[POINTS] = stats.compare(x, y, _integer_scale(scale, x, y), clusters=clusters, **options)
+    number: dict[Hashable, int] = {}
+    comparison.figures[POINTS] = stats.compare(x, y, _integer_scale(scale, x, y),
+                                               clusters=[number.setdefault(c, len(number)) for c in clusters],
+                                               **options)
     comparison.skipped[POINTS] = counts
     if counts["other reference points"]:
         comparison.notes.append(f"{counts['other reference points']} answers' point ratings are on reference points "
@@ -352,37 +382,139 @@ class Study:
         return {judge: len(keys) for judge, keys in sorted(answers.items())}
 
 
-def run_study(collection: Collection, people: PeopleLabels | None, settings: StudySettings) -> Study:
-    """Every comparison the runs and labels allow (see the module docstring)."""
-    comparisons: list[Comparison] = []
+def pooled_annotators(people: PeopleLabels, family: Family) -> Rater:
+    """Every annotator's ratings, each answer and annotator a unit of its own (single ratings:
+    kappa is defined), to be resampled by whole answers."""
+    raters = [r for r in (annotator_rater(people, a, family) for a in people.annotators) if r.values]
+    values = {(*key, annotator): row for annotator, rater in zip(people.annotators, raters) for key, row in
+              rater.values.items()}
+    points = {(*key, annotator): rated for annotator, rater in zip(people.annotators, raters) for key, rated in
+              rater.points.items()}
+    return Rater(f"annotators (each of {len(raters)}, pooled)", values, points)
+
+
+def on_units(judge: Rater, units: Rater) -> Rater:
+    """``judge``'s values on the units of ``units`` (its value of each unit's answer)."""
+    return Rater(judge.name, {u: judge.values[answer_of(u)] for u in units.values if answer_of(u) in judge.values},
+                 {u: judge.points[answer_of(u)] for u in units.points if answer_of(u) in judge.points},
+                 judge.integer, judge.fallible)
+
+
+def annotators_pooled(family: Family, people: PeopleLabels, collection: Collection,
+                      settings: StudySettings) -> Comparison:
+    """How well the annotators agree with each other, over every pair of two annotators' ratings
+    of an answer (and of a reference point), resampled by whole answers."""
+    options: _Resampling = {"resamples": settings.resamples, "seed": settings.seed, "confidence": settings.confidence}
+    raters = [r for r in (annotator_rater(people, a, family) for a in people.annotators) if r.values]
+    comparison = Comparison(ANNOTATORS, family.name, ANNOTATORS_POOLED, f"{len(raters)} annotators")
+    keys = sorted({key for rater in raters for key in rater.values})
+    for criterion in family.criteria:
+        groups: list[list[float]] = []
+        clusters: list[int] = []
+        for number, key in enumerate(keys):
+            given = [value for rater in raters if (value := rater.values.get(key, {}).get(criterion.name)) is not None]
+            if len(given) > 1:
+                groups.append(given)
+                clusters.append(number)
+        if groups:
+            scale = _integer_scale(criterion.label_scale or criterion.scale, [v for g in groups for v in g])
+            comparison.figures[criterion.name] = stats.compare_pairs(groups, clusters, scale, **options)
+    if family.points:
+        _points_pooled(comparison, raters, keys, collection, options)
+    return comparison
+
+
+def _points_pooled(comparison: Comparison, raters: Sequence[Rater], keys: Sequence[Unit], collection: Collection,
+                   options: _Resampling) -> None:
+    groups: list[list[float]] = []
+    clusters: list[int] = []
+    used: list[Key] = []
+    for number, key in enumerate(keys):
+        rated = [r.points[key] for r in raters if key in r.points]
+        if len(rated) < 2:
+            continue
+        same = [ratings for reference, ratings in rated if reference == rated[0][0]]
+        for point in range(len(rated[0][0])):
+            given = [float(v) for ratings in same if (v := ratings[point]) is not None]
+            if len(given) > 1:
+                groups.append(given)
+                clusters.append(number)
+        used.append(answer_of(key))
+    scale = points_criterion_scale(used, collection.distinct())
+    if groups and scale is not None:
+        comparison.figures[POINTS] = stats.compare_pairs(groups, clusters, scale, **options)
+
+
+Step = tuple[str, Callable[[], Comparison | None]]
+
+
+def plan_study(collection: Collection, people: PeopleLabels | None, settings: StudySettings,
+               pairwise: bool = False) -> list[Step]:
+    """Every comparison the runs and labels allow (see the module docstring), as (what it
+    compares, how to compute it): the caller shows progress between them."""
+    steps: list[Step] = []
     tasks = {a.task for a in collection.answers if a.judge is not None}
     families = [f for f in (family_of(t) for t in sorted(tasks)) if f is not None]
     for family in dict.fromkeys(families):
         judges = sorted({a.judge for a in collection.answers if a.judge and family_of(a.task) is family})
         if people is not None:
-            humans = people_rater(people, family)
-            annotators = [annotator_rater(people, a, family) for a in people.annotators]
-            annotators = [a for a in annotators if a.values]
-            for judge in judges:
-                rater = judge_rater(collection, judge, family, family.criteria)
-                if humans.values:
-                    comparisons.append(compare_raters(JUDGE_PEOPLE, family, humans, rater, family.criteria,
-                                                      family.main, collection, settings))
-                if len(annotators) > 1:
-                    comparisons += [compare_raters(JUDGE_ANNOTATOR, family, a, rater, family.criteria, family.main,
-                                                   collection, settings) for a in annotators]
-                if any(_in_family(first, family) for _, first, _ in people.preferences):
-                    comparisons.append(compare_preferences(family, people, rater, settings))
-            for a, b in itertools.combinations(annotators, 2):
-                comparisons.append(compare_raters(ANNOTATORS, family, a, b, family.criteria, None, collection,
-                                                  settings))
+            steps += _people_steps(family, judges, collection, people, settings, pairwise)
         for one, other in itertools.combinations(judges, 2):
-            comparisons.append(compare_raters(
-                JUDGES, family, judge_rater(collection, one, family, family.judge_criteria),
+            steps.append((f"{family.name} · {JUDGES}: {other} against {one}", partial(
+                compare_raters, JUDGES, family, judge_rater(collection, one, family, family.judge_criteria),
                 judge_rater(collection, other, family, family.judge_criteria), family.judge_criteria,
-                family.main_judged, collection, settings))
+                family.main_judged, collection, settings)))
         for judge in judges:
-            repeated = repeats_comparison(collection, judge, family, settings)
-            if repeated is not None:
-                comparisons.append(repeated)
+            steps.append((f"{family.name} · {REPEATS}: {judge}",
+                          partial(repeats_comparison, collection, judge, family, settings)))
+    return steps
+
+
+def _people_steps(family: Family, judges: Sequence[str], collection: Collection, people: PeopleLabels,
+                  settings: StudySettings, pairwise: bool) -> list[Step]:
+    steps: list[Step] = []
+    humans = people_rater(people, family)
+    annotators = [r for r in (annotator_rater(people, a, family) for a in people.annotators) if r.values]
+    several = len(annotators) > 1
+    pooled = pooled_annotators(people, family) if several else None
+    for judge in judges:
+        rater = judge_rater(collection, judge, family, family.criteria)
+        if humans.values:
+            steps.append((f"{family.name} · {JUDGE_PEOPLE}: {judge}", partial(
+                compare_raters, JUDGE_PEOPLE, family, humans, rater, family.criteria, family.main, collection,
+                settings)))
+        if pooled is not None:
+            steps.append((f"{family.name} · {JUDGE_ANNOTATOR}: {judge} against {pooled.name}", partial(
+                compare_raters, JUDGE_ANNOTATOR, family, pooled, on_units(rater, pooled), family.criteria, None,
+                collection, settings, cluster_of=answer_of)))
+        if several and pairwise:
+            steps += [(f"{family.name} · {JUDGE_ANNOTATOR}: {judge} against {a.name}", partial(
+                compare_raters, JUDGE_ANNOTATOR, family, a, rater, family.criteria, family.main, collection,
+                settings)) for a in annotators]
+        if any(_in_family(first, family) for _, first, _ in people.preferences):
+            steps.append((f"{family.name} · {PREFERENCES}: {judge}",
+                          partial(compare_preferences, family, people, rater, settings)))
+    if several:
+        steps.append((f"{family.name} · {ANNOTATORS}: {len(annotators)} annotators against each other",
+                      partial(annotators_pooled, family, people, collection, settings)))
+    if pairwise:
+        steps += [(f"{family.name} · {ANNOTATORS}: {b.name} against {a.name}", partial(
+            compare_raters, ANNOTATORS, family, a, b, family.criteria, None, collection, settings))
+                  for a, b in itertools.combinations(annotators, 2)]
+    return steps
+
+
+def run_study(collection: Collection, people: PeopleLabels | None, settings: StudySettings, pairwise: bool = False,
+              progress: Callable[[int, int, str], None] | None = None) -> Study:
+    """Every comparison the runs and labels allow (see the module docstring); ``pairwise``: each
+    pair of annotators and each annotator against each judge too; ``progress(done, of, what)``
+    is called before each comparison."""
+    steps = plan_study(collection, people, settings, pairwise)
+    comparisons: list[Comparison] = []
+    for number, (what, step) in enumerate(steps):
+        if progress is not None:
+            progress(number, len(steps), what)
+        found = step()
+        if found is not None:
+            comparisons.append(found)
     return Study(comparisons)

@@ -1,12 +1,15 @@
 """A label template: N answers drawn from the runs, spread over the models, for people to rate.
 
-The draw is seeded: each model's answers are shuffled, then the models take turns, each
+Only answers a judge gave every value their labels are compared with are drawn (an answer
+the judge failed on would cost an annotator's time for no figure). The draw is seeded: each
+model's answers are shuffled, then the models take turns, each
 giving its next answer to a question not drawn yet; once no such answer is left, to any
 question. The template does not say which model wrote an answer (``answer_hash`` identifies
 it) or what any judge gave it, so annotators rate blind. It is written twice: JSON Lines
 (the documents included, e.g. the reports or the transcript the answer draws on) and CSV
-(question, reference and answer beside the columns to fill); either, filled in, is a label
-file for ``lm-eval-fin agreement --labels``.
+(question, reference and answer beside the columns to fill; a text a spreadsheet would take
+for a formula is escaped); either, filled in, is a label file for ``lm-eval-fin agreement
+--labels``.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import numpy as np
 from lm_eval_fin import atomic
 from lm_eval_fin.agreement.criteria import FAMILIES, POINTS
 from lm_eval_fin.agreement.labels import CSV_COLUMNS
-from lm_eval_fin.agreement.matching import Collection, JudgedAnswer
+from lm_eval_fin.agreement.matching import Collection, JudgedAnswer, Key
+from lm_eval_fin.csvtext import spreadsheet_safe
 from lm_eval_fin.records import strict
 
 JSONL_NAME = "labels_template.jsonl"
@@ -30,10 +34,43 @@ CSV_NAME = "labels_template.csv"
 FILL_IN = ("annotator",)  # besides the criteria: who rated
 
 
-def draw(collection: Collection, n: int, seed: int) -> list[JudgedAnswer]:
-    """``n`` answers (all, where there are fewer), spread over the models and questions."""
+def gives_a_value(answer: JudgedAnswer) -> bool:
+    """Whether the judge of ``answer`` gave it any value (a judge that failed on it gave none)."""
+    family = answer.family
+    return any(answer.values.get(c.metric) is not None for c in (*family.criteria, *family.judge_criteria))
+
+
+def has_needed_values(answer: JudgedAnswer) -> bool:
+    """Whether the judge of ``answer`` gave every value people's labels of it are compared with:
+    each asked criterion, and for EMS a score of each reference point it extracted (the points
+    the template asks people to rate)."""
+    family = answer.family
+    if answer.judge is None or any(answer.values.get(c.metric) is None for c in family.criteria if c.asked):
+        return False
+    if family.points:
+        points = answer.point_scores()
+        return points is not None and all(score is not None for score in points[1])
+    return True
+
+
+def eligible(collection: Collection) -> tuple[dict[Key, JudgedAnswer], int]:
+    """The answers a template may draw (each in a judged run that has the values its labels are
+    compared with), and how many answers are left out. Runs with no judge at all: every answer
+    (they may be judged later, by ``score``)."""
+    answers = collection.distinct()
+    if not collection.judges:
+        return answers, 0
+    found: dict[Key, JudgedAnswer] = {}
+    for answer in collection.answers:
+        if answer.key not in found and has_needed_values(answer):
+            found[answer.key] = answer
+    return found, len(answers) - len(found)
+
+
+def draw(candidates: dict[Key, JudgedAnswer], n: int, seed: int) -> list[JudgedAnswer]:
+    """``n`` of the ``candidates`` (all, where there are fewer), spread over the models and questions."""
     systems: dict[tuple[str, str], list[JudgedAnswer]] = {}
-    for answer in collection.distinct().values():
+    for answer in candidates.values():
         systems.setdefault((answer.task, answer.model), []).append(answer)
     rng = np.random.default_rng(seed)
     queues = [[answers[i] for i in rng.permutation(len(answers))] for _, answers in sorted(systems.items())]
@@ -82,11 +119,13 @@ def _csv_columns(lines: Sequence[dict]) -> list[str]:
 
 
 def _csv_cell(value: Any) -> str:
+    """A template cell: text as a spreadsheet shows it and never runs it (a model's answer may be
+    ``=HYPERLINK(...)``; the ids are read back through :func:`~lm_eval_fin.csvtext.spreadsheet_unescaped`)."""
     if value is None:
         return ""
     if isinstance(value, (list, dict)):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)
+        return spreadsheet_safe(json.dumps(value, ensure_ascii=False))
+    return spreadsheet_safe(str(value))
 
 
 def write_template(answers: Sequence[JudgedAnswer], folder: str | Path) -> dict[str, Path]:

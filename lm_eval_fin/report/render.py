@@ -24,6 +24,7 @@ from typing import Any
 
 import jinja2
 
+from lm_eval_fin.csvtext import spreadsheet_safe as _spreadsheet_safe
 from lm_eval_fin.report import plots, stats
 from lm_eval_fin.report.answers import SubsetTable, TaskAnswers, slug
 from lm_eval_fin.report.judge_agreement import JudgeAgreement
@@ -234,10 +235,6 @@ def render_markdown(board: Leaderboard, title: str, links: Sequence[tuple[str, s
     env = _environment(False)
     env.filters["md"] = md_cell
     return env.get_template("leaderboard.md.j2").render(**_context(board, title, links, agreement))
-
-
-def _spreadsheet_safe(text: str) -> str:
-    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def render_csv(board: Leaderboard) -> str:

@@ -371,6 +371,9 @@ def read_run(results_path: Path, results_dir: Path) -> Run:
     for task, entry in results["results"].items():
         if not isinstance(entry, dict) or task in groups:  # a group's figures aggregate its tasks'
             continue
+        if not plain_name(task):
+            raise RunError(f"{results_path}: the task name {task[:80]!r} is no file name (a path?): its samples "
+                           "file cannot be looked up inside the run's folder")
         metrics = task_metrics(task, entry, results)
         if not metrics:
             if any(key.partition(",")[0] == PREDICT_ONLY_METRIC for key in entry):
@@ -399,6 +402,12 @@ def read_run(results_path: Path, results_dir: Path) -> Run:
         raise PredictOnlyRun(f"{results_path} reports no figure (a --predict_only run: score it with "
                              "`lm-eval-fin score`)", frozenset(predict_only))
     return Run(results_path, results_dir, date, results, tasks)
+
+
+def plain_name(name: str) -> bool:
+    """Whether ``name`` (read from a run's files) names one file in a folder: no separator, no
+    NUL, not "." or ".."; a path built of it stays in its folder."""
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
 
 
 def results_files(path: Path) -> list[Path]:

@@ -357,8 +357,10 @@ def test_a_run_of_the_embedded_gguf_is_carded_as_the_quantized_weights(tmp_path)
     text = (tmp_path / "card" / "model-index.yaml").read_text(encoding="utf-8")
     card = ModelCard(f"---\n{text}---\n")
     assert card.data.model_name == paths.EMBEDDED_MODEL_REPO
-    weights = card.data.eval_results[0].metric_args["weights"]
-    assert weights.startswith(f"GGUF file {paths.EMBEDDED_MODEL_FILE} (Q4_1 quantization) of "
+    assert card.data.eval_results[0].metric_args["weights"] == (
+        f"{paths.EMBEDDED_MODEL_REPO}@{paths.EMBEDDED_MODEL_REVISION[:12]} {paths.EMBEDDED_MODEL_FILE} (Q4_1)")
+    (weights,) = [line for line in text.splitlines() if line.startswith("# weights: ")]
+    assert weights.startswith(f"# weights: GGUF file {paths.EMBEDDED_MODEL_FILE} (Q4_1 quantization) of "
                               f"{paths.EMBEDDED_MODEL_REPO} at revision {paths.EMBEDDED_MODEL_REVISION}")
     assert f"a quantization of {paths.EMBEDDED_BASE_MODEL}" in weights
     eee_done = export(run, "--format", "eee", "--output_path", tmp_path / "eee")

@@ -81,6 +81,14 @@ class Weights:
             return f"{self.repo} at revision {self.revision or 'not recorded'}"
         return f"local weights {self.local!r} (not on the hub)" if self.local else "an API model (weights not known)"
 
+    def short(self) -> str:
+        """The weights in a few words: ``repo@revision`` (12 digits), the GGUF file and its
+        quantization, or the local folder's name."""
+        at = f"{self.repo}@{self.revision[:12] if self.revision else 'revision not recorded'}" if self.repo else None
+        if self.gguf_file:
+            return " ".join(filter(None, (at, self.gguf_file))) + (f" ({self.quantization})" if self.quantization else "")
+        return at or self.describe()
+
     def details(self) -> dict[str, str]:
         """Its fields that are known, for a record's ``additional_details``."""
         fields = {"weights_repo": self.repo, "weights_revision": self.revision, "gguf_file": self.gguf_file,

@@ -8,7 +8,8 @@ sample or a local file, no split and the file's name and sha256 in ``args`` (``t
 task's name where no dataset id is known); ``config`` is the lm-eval task, because settings of
 one benchmark (FinLFQA's end-to-end, post-hoc and iterative) share a dataset and split and the
 hub keeps one entry per task type, dataset, config, split and revision. Each metric's ``args``
-say what the format has no field for: the weights as run, the generation settings, the number
+say what the format has no field for: the weights as run (in short; in full in a comment above
+the block), the generation settings, the number
 of documents, the judge and its prompt version, the BERTScore model. The metrics with no value
 in a run are named with the reason in comments above the block (and on stderr). ``source``
 names this project and its URL (the hub wants both): ``--source_url``, else the project URL of
@@ -84,7 +85,7 @@ def dataset_entry(task_run: TaskRun, dataset_id: str | None = None) -> dict[str,
 
 def metric_args(item: MetricFacts, run: Run, task_run: TaskRun, identity: ModelIdentity,
                 judges: list[facts.JudgeFacts]) -> dict[str, str]:
-    return {"weights": identity.weights.describe(), "generation": facts.generation_text(run, task_run),
+    return {"weights": identity.weights.short(), "generation": facts.generation_text(run, task_run),
             **facts.metric_context(item, task_run, judges)}
 
 

@@ -601,3 +601,18 @@ def test_a_results_file_missing_a_metric_or_its_config_is_refused_in_one_line(ru
         one_error(refused, 2, "no lm-eval run could be read")
         (reason,) = [line for line in refused.stderr.splitlines() if "cannot read" in line]
         assert f"fin_agentbench_doc has no '{key}' entry" in reason and "task_version" not in refused.stderr
+
+
+def test_a_hub_model_is_carded_at_the_revision_that_ran(tmp_path):
+    results = write_run(tmp_path / "run", [agentbench_fixture(tmp_path / "data")],
+                        model_args="pretrained=acme/fin-model,revision=v2")
+    done = export(tmp_path / "run", "--format", "model-index", "--output_path", tmp_path / "named")
+    card = ModelCard(f"---\n{(tmp_path / 'named' / 'model-index.yaml').read_text(encoding='utf-8')}---\n")
+    assert done.returncode == 0 and card.data.eval_results[0].metric_args["weights"] == "acme/fin-model@v2"
+    document = json.loads(results.read_text())
+    document["config"].update(model_revision="v2", model_sha="0123456789abcdef0123")  # lm-eval's, where the hub answered
+    results.write_text(json.dumps(document))
+    done = export(tmp_path / "run", "--format", "eee", "--output_path", tmp_path / "eee")
+    (aggregate,) = (tmp_path / "eee").rglob("*-*-*-*-*[0-9a-f].json")
+    details = json.loads(aggregate.read_text())["model_info"]["additional_details"]
+    assert done.returncode == 0 and details["weights"] == "acme/fin-model at revision 0123456789abcdef0123"

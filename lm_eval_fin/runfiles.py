@@ -272,12 +272,24 @@ def question_key(doc: Any, sample: dict) -> str:
     return str(sample.get("doc_hash") or sample.get("doc_id"))
 
 
-def task_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], list[str], str, str | None]:
-    """The samples of one task from lm-eval's samples file: each document's defined metric
-    values and scored-answer record, notes, a digest of lm-eval's per-sample prompt hashes
-    (equal digests: the same prompts, chat template included), and lm-eval's task hash of the
-    file's lines (its ``task_hashes`` entry; None where a line lacks its hashes). A line that
-    is cut or not JSON raises :class:`RunError` naming the file and line."""
+@dataclass(frozen=True)
+class SamplesRead:
+    """One task's samples file as read: its samples and notes; a digest of lm-eval's per-sample
+    prompt hashes (equal digests: the same prompts, chat template included); lm-eval's task hash
+    of its lines (what its results file's ``task_hashes`` holds; None where a line lacks its
+    hashes); and how many documents (lm-eval doc ids) its lines are of."""
+
+    samples: list[Sample]
+    notes: list[str]
+    prompts: str
+    task_hash: str | None
+    documents: int
+
+
+def task_samples(path: Path, metrics: dict[str, Metric]) -> SamplesRead:
+    """The samples of one task from lm-eval's samples file, each document's defined metric
+    values and scored-answer record. A line that is cut or not JSON raises :class:`RunError`
+    naming the file and line."""
     by_filter: dict[str, list[Metric]] = {}
     for metric in metrics.values():
         by_filter.setdefault(metric.filter, []).append(metric)
@@ -286,6 +298,7 @@ def task_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], 
     notes: list[str] = []
     prompts = hashlib.sha256()
     line_hashes: list[str] | None = []
+    doc_ids: set[str] = set()
     duplicates = 0
     for where, line in read_jsonl(path, RunError):
         if not isinstance(line, dict) or "doc" not in line:
@@ -295,6 +308,7 @@ def task_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], 
             line_hashes.append("".join(map(str, hashes)))
         else:
             line_hashes = None
+        doc_ids.add(json.dumps(line.get("doc_id")))
         doc = line["doc"] if isinstance(line["doc"], dict) else {"value": line["doc"]}
         key, filter_name = question_key(doc, line), str(line.get("filter", NO_FILTER))
         if (key, filter_name) in seen:  # lm-eval writes one line per document and filter
@@ -313,7 +327,7 @@ def task_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], 
     if duplicates:
         notes.append(f"{duplicates} samples repeat a question id of this task; the first of each is shown")
     task_hash = hashlib.sha256("".join(line_hashes).encode("utf-8")).hexdigest() if line_hashes else None
-    return list(samples.values()), notes, prompts.hexdigest(), task_hash
+    return SamplesRead(list(samples.values()), notes, prompts.hexdigest(), task_hash, len(doc_ids))
 
 
 def _whole_task_entry(results: dict, task: str, entry: dict, where: Path) -> None:
@@ -331,18 +345,17 @@ def _whole_task_entry(results: dict, task: str, entry: dict, where: Path) -> Non
                        f"{', '.join(missing)}")
 
 
-def _samples_match(task_run: TaskRun, samples_path: Path, results: dict, task_hash: str | None) -> None:
+def _samples_match(task_run: TaskRun, samples_path: Path, results: dict, read: SamplesRead) -> None:
     """:class:`RunError` where the samples file is not the one its results file was written with:
     another number of documents than lm-eval counted, or another task hash (lm-eval's digest of
     every line's document, prompt and target hashes)."""
     effective = task_run.n_samples.get("effective") if isinstance(task_run.n_samples, dict) else None
-    documents = len({s.doc_id for s in task_run.samples})
-    if isinstance(effective, int) and not isinstance(effective, bool) and effective != documents:
-        raise RunError(f"{samples_path} holds {documents} documents of {task_run.task}, its results file counts "
+    if isinstance(effective, int) and not isinstance(effective, bool) and effective != read.documents:
+        raise RunError(f"{samples_path} holds {read.documents} documents of {task_run.task}, its results file counts "
                        f"{effective}: the samples of another run?")
     expected = (results.get("task_hashes") or {}).get(task_run.task) if isinstance(
         results.get("task_hashes"), dict) else None
-    if expected and task_hash is not None and expected != task_hash:
+    if expected and read.task_hash is not None and expected != read.task_hash:
         raise RunError(f"{samples_path}: its documents, prompts or targets are not those its results file was "
                        f"computed on (lm-eval's task hash differs): the samples of another run?")
 
@@ -390,13 +403,14 @@ def read_run(results_path: Path, results_dir: Path) -> Run:
         samples_path = folder / f"samples_{task}_{date}.jsonl"
         if samples_path.is_file():
             try:
-                task_run.samples, task_run.notes, prompts, task_hash = task_samples(samples_path, metrics)
+                read = task_samples(samples_path, metrics)
             except (OSError, UnicodeDecodeError) as exc:
                 raise RunError(f"cannot read {samples_path}: {exc}") from None
-            _samples_match(task_run, samples_path, results, task_hash)
+            _samples_match(task_run, samples_path, results, read)
+            task_run.samples, task_run.notes = read.samples, read.notes
             task_run.logged = True
             task_run.samples_path = samples_path
-            task_run.provenance["prompts hash (of lm-eval's per-sample prompt hashes)"] = prompts
+            task_run.provenance["prompts hash (of lm-eval's per-sample prompt hashes)"] = read.prompts
         tasks[task] = task_run
     if not tasks:
         raise PredictOnlyRun(f"{results_path} reports no figure (a --predict_only run: score it with "

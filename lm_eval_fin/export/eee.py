@@ -9,8 +9,10 @@ direction (:mod:`lm_eval_fin.scales`), lm-eval's standard error, the percentile-
 interval of its per-document values with their number (the report's, :mod:`lm_eval_fin.report.stats`),
 the dataset's source, the generation settings and, for a metric the judge produced, the judge
 (``metric_config.llm_scoring`` and ``score_details.details``). A metric with no value in the
-run has no result: it is named under ``source_metadata.additional_details.undefined_metrics``.
-An instance row's ``is_correct`` says whether the document's value is the best possible one.
+run has no result: it is named, with why, under ``source_metadata.additional_details.undefined_metrics``.
+The weights as run are in ``model_info.additional_details``. An instance row's ``is_correct``
+says whether the document's value is the best possible one. No local path is written: a data
+file, a model folder or a judge's folder is named by its last part (:func:`facts.public`).
 """
 
 from __future__ import annotations

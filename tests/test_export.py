@@ -317,6 +317,13 @@ def test_scales_doctests():
     assert doctest.testmod(lm_eval_fin.scales).failed == 0
 
 
+def test_public_doctests():
+    import lm_eval_fin.export.public
+
+    assert doctest.testmod(lm_eval_fin.export.public).attempted and not doctest.testmod(
+        lm_eval_fin.export.public).failed
+
+
 # ------------------------------------------------------------------- cards that say what ran
 
 

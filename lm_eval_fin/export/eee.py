@@ -12,7 +12,7 @@ the dataset's source, the generation settings and, for a metric the judge produc
 run has no result: it is named, with why, under ``source_metadata.additional_details.undefined_metrics``.
 The weights as run are in ``model_info.additional_details``. An instance row's ``is_correct``
 says whether the document's value is the best possible one. No local path is written: a data
-file, a model folder or a judge's folder is named by its last part (:func:`facts.public`).
+file, a model folder or a judge's folder is named by its last part (:func:`lm_eval_fin.export.public.public`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 from lm_eval_fin import __version__, atomic, records
 from lm_eval_fin.export import facts
 from lm_eval_fin.export.facts import DatasetSource, JudgeFacts, MetricFacts, ModelIdentity
+from lm_eval_fin.export.public import public
 from lm_eval_fin.report import stats
 from lm_eval_fin.runfiles import NO_FILTER, Run, TaskRun, question_key, raw_answer, read_samples
 
@@ -285,7 +286,7 @@ def aggregate_record(run: Run, task_run: TaskRun, identity: ModelIdentity, items
             "score_details": score_details(item, n, judges, options),
         } for item in items],
     }
-    return facts.public(record)
+    return public(record)
 
 
 def instance_rows(task_run: TaskRun, record: dict[str, Any], items: list[MetricFacts]) -> list[dict[str, Any]]:
@@ -334,7 +335,7 @@ def instance_rows(task_run: TaskRun, record: dict[str, Any], items: list[MetricF
                 item.scale is not None and item.higher_is_better is not None) else None
             metadata = dict(base_metadata)
             if item.scale is not None and item.scale.judged and judges:
-                metadata.update(facts.public(strings({"judge_spec": judge.get("spec"),
+                metadata.update(public(strings({"judge_spec": judge.get("spec"),
                                                       "judge_prompt_version": judge.get("prompt_version")})))
             rows.append({
                 **shared,

@@ -25,6 +25,7 @@ import yaml
 from lm_eval_fin import __version__
 from lm_eval_fin.export import facts
 from lm_eval_fin.export.facts import ModelIdentity
+from lm_eval_fin.export.public import public, public_text
 from lm_eval_fin.runfiles import Run, TaskRun
 from lm_eval_fin.scales import matching
 
@@ -80,7 +81,7 @@ def notes(run: Run, task_run: TaskRun, identity: ModelIdentity, item: facts.Metr
         parts.append(f"no value: {undefined}")
     parts.append(f"lm-eval task {task_run.task} version {task_run.version}, lm-eval "
                  f"{run.results.get('lm_eval_version') or 'version not recorded'}, lm-eval-fin {__version__}")
-    return facts.public_text("; ".join(parts))
+    return public_text("; ".join(parts))
 
 
 def result(run: Run, task_run: TaskRun, identity: ModelIdentity, dataset_id: str,
@@ -102,7 +103,7 @@ def result(run: Run, task_run: TaskRun, identity: ModelIdentity, dataset_id: str
         if source.user:
             entry["source"]["user"] = source.user
     entry["notes"] = notes(run, task_run, identity, item)
-    return [facts.public(entry)]
+    return [public(entry)]
 
 
 def to_yaml(results: list[dict[str, Any]]) -> str:

@@ -20,6 +20,7 @@ from urllib.parse import urlparse
 import numpy as np
 
 from lm_eval_fin import paths
+from lm_eval_fin.export.public import public_text
 from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
 from lm_eval_fin.report import stats
 from lm_eval_fin.runfiles import Metric, Run, TaskRun
@@ -522,11 +523,6 @@ def bertscore_model(task_run: TaskRun) -> str:
     return public_text(str(name))
 
 
-def public_spec(spec: str) -> str:
-    """A judge spec without the local path of a model folder (``hf:/models/x`` -> ``hf:x``)."""
-    return public_text(spec)
-
-
 def undefined_reasons(task_run: TaskRun) -> dict[str, str]:
     """Each metric with no value in this run (lm-eval's null), with why."""
     tables = tables_of(task_run.task)
@@ -562,36 +558,9 @@ def metric_context(item: MetricFacts, task_run: TaskRun, judges_: list[JudgeFact
     if n:
         context["n"] = str(n)
     if item.scale is not None and item.scale.judged:
-        context["judge"] = "; ".join(public_spec(j.spec) for j in judges_) or "none recorded"
+        context["judge"] = "; ".join(public_text(j.spec) for j in judges_) or "none recorded"
         context["judge_prompt_version"] = "; ".join(", ".join(j.prompt_versions) or "not recorded" for j in judges_) \
             or "not recorded"
     if "bertscore" in item.metric.metric:
         context["bertscore_model"] = bertscore_model(task_run)
     return context
-
-
-# ------------------------------------------------------------------------- local paths
-
-# an absolute local path (or ~/...) of two parts or more, not part of a URL or a word
-LOCAL_PATH = re.compile(r"(?<![\w.~/-])~?/(?!/)(?:[\w.@+-]+/)+[\w.@+-]*")
-
-
-def public_text(text: str) -> str:
-    """``text`` with every absolute local path cut to its last part: what leaves the machine
-    names files, never where they were here.
-
-    >>> public_text("hf:/home/ann/models/fin#fin.Q4.gguf, see http://127.0.0.1:8000/v1")
-    'hf:fin#fin.Q4.gguf, see http://127.0.0.1:8000/v1'
-    """
-    return LOCAL_PATH.sub(lambda found: Path(found[0]).name or "(a local folder)", text)
-
-
-def public(value: Any) -> Any:
-    """``value`` (JSON-like) with :func:`public_text` applied to every string in it, keys too."""
-    if isinstance(value, str):
-        return public_text(value)
-    if isinstance(value, dict):
-        return {public(key): public(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [public(item) for item in value]
-    return value

@@ -14,7 +14,7 @@ of documents, the judge and its prompt version, the BERTScore model. The metrics
 in a run are named with the reason in comments above the block (and on stderr). ``source``
 names this project and its URL (the hub wants both): ``--source_url``, else the project URL of
 the installed package's metadata; with neither the entries have no source. No local path is
-written (:func:`lm_eval_fin.export.facts.public`).
+written (:func:`lm_eval_fin.export.public.public`).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ import yaml
 from lm_eval_fin import __version__
 from lm_eval_fin.export import facts
 from lm_eval_fin.export.facts import ExportError, MetricFacts, ModelIdentity
+from lm_eval_fin.export.public import public, public_text
 from lm_eval_fin.runfiles import Run, TaskRun
 from lm_eval_fin.scales import matching
 
@@ -131,7 +132,7 @@ def model_index(runs: Sequence[Run], identities: Sequence[ModelIdentity], source
             result = task_result(run, task_run, identity, source_url, dataset_id)
             if result is not None:
                 results.append(result)
-    return facts.public([{"name": ids[0], "results": results}])
+    return public([{"name": ids[0], "results": results}])
 
 
 def comments(runs: Sequence[Run], identities: Sequence[ModelIdentity]) -> list[str]:
@@ -143,7 +144,7 @@ def comments(runs: Sequence[Run], identities: Sequence[ModelIdentity]) -> list[s
             undefined = facts.undefined_summary(task_run)
             if undefined:
                 lines.append(f"{task}: no value, left out: {undefined}")
-    return [facts.public_text(line) for line in lines]
+    return [public_text(line) for line in lines]
 
 
 def to_yaml(index: list[dict], notes: Sequence[str] = ()) -> str:

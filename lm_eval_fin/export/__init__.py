@@ -6,9 +6,13 @@
   :mod:`lm_eval_fin.export.eee`.
 * ``--format model-index``: the ``model-index`` block of a Hugging Face model card, one entry
   per task with its headline metrics; :mod:`lm_eval_fin.export.model_index`.
+* ``--format eval-results``: the hub's ``.eval_results/<task>.yaml`` files of a model
+  repository, one result per task with a hub dataset id; :mod:`lm_eval_fin.export.eval_results`.
 
-Both say the same things about a run (:mod:`lm_eval_fin.export.facts`): the model's hub id,
-each metric's scale and direction (the benchmark's ``scales`` table and the task's
-``higher_is_better``), its uncertainty, the dataset's source and the judge. The runs are read
-with :mod:`lm_eval_fin.runfiles` only.
+All say the same things about a run (:mod:`lm_eval_fin.export.facts`): the model's hub id and
+the weights as run, each metric's scale and direction (the benchmark's ``scales`` table and the
+task's ``higher_is_better``), its uncertainty, the data's source (hub dataset, shipped sample
+or local file with its sha256), the judge and its prompt version, the BERTScore model, the
+generation settings and the metrics with no value, with why; none holds a local path. The runs
+are read with :mod:`lm_eval_fin.runfiles` only.
 """

@@ -9,8 +9,10 @@ direction (:mod:`lm_eval_fin.scales`), lm-eval's standard error, the percentile-
 interval of its per-document values with their number (the report's, :mod:`lm_eval_fin.report.stats`),
 the dataset's source, the generation settings and, for a metric the judge produced, the judge
 (``metric_config.llm_scoring`` and ``score_details.details``). A metric with no value in the
-run has no result: it is named under ``source_metadata.additional_details.undefined_metrics``.
-An instance row's ``is_correct`` says whether the document's value is the best possible one.
+run has no result: it is named, with why, under ``source_metadata.additional_details.undefined_metrics``.
+The weights as run are in ``model_info.additional_details``. An instance row's ``is_correct``
+says whether the document's value is the best possible one. No local path is written: a data
+file, a model folder or a judge's folder is named by its last part (:func:`lm_eval_fin.export.public.public`).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 from lm_eval_fin import __version__, atomic, records
 from lm_eval_fin.export import facts
 from lm_eval_fin.export.facts import DatasetSource, JudgeFacts, MetricFacts, ModelIdentity
+from lm_eval_fin.export.public import public
 from lm_eval_fin.report import stats
 from lm_eval_fin.runfiles import NO_FILTER, Run, TaskRun, question_key, raw_answer, read_samples
 
@@ -85,13 +88,15 @@ def file_uuid(run: Run, task: str, model_id: str) -> str:
 
 def model_info(identity: ModelIdentity) -> dict[str, Any]:
     info: dict[str, Any] = {
-        "name": identity.named or identity.id,
+        "name": identity.id,
         "id": identity.id,
         "developer": identity.developer,
         "additional_details": strings({
             "deployment_type": identity.deployment_type,
             "model_availability": identity.availability,
             "lm_eval_model_type": identity.model_type or None,
+            "weights": identity.weights.describe(),
+            **identity.weights.details(),
         }),
     }
     if identity.engine:
@@ -127,10 +132,13 @@ def judge_details(judges: list[JudgeFacts]) -> dict[str, str]:
     }
 
 
-def metric_config(item: MetricFacts, task: str, judges: list[JudgeFacts]) -> dict[str, Any]:
+def metric_config(item: MetricFacts, task_run: TaskRun, judges: list[JudgeFacts]) -> dict[str, Any]:
+    task = task_run.task
     tables = facts.tables_of(task)
     scale, higher = item.scale, item.higher_is_better
     details: dict[str, Any] = {"aggregation": item.metric.aggregation or "a task function over the run"}
+    if "bertscore" in item.metric.metric:
+        details["bertscore_model"] = facts.bertscore_model(task_run)
     config: dict[str, Any] = {
         "evaluation_description": f"{item.name} of lm-eval task {task}",
         "metric_id": f"{tables.name if tables else 'lm_eval'}.{item.metric.metric}",
@@ -193,7 +201,7 @@ def score_details(item: MetricFacts, n: int, judges: list[JudgeFacts], options: 
 
 
 def source_data(source: DatasetSource, n: int) -> dict[str, Any]:
-    if source.hub_id:
+    if source.kind == facts.HUB and source.hub_id:
         data: dict[str, Any] = {"dataset_name": source.task, "source_type": "hf_dataset", "hf_repo": source.hub_id}
         if source.split:
             data["hf_split"] = source.split
@@ -201,12 +209,11 @@ def source_data(source: DatasetSource, n: int) -> dict[str, Any]:
             data["samples_number"] = n
         if source.ids:
             data["sample_ids"] = list(source.ids)
-        if source.config:
-            data["additional_details"] = {"config": source.config}
+        data["additional_details"] = strings({"config": source.config, "data": source.describe(),
+                                              **source.details()})
         return data
     return {"dataset_name": source.task, "source_type": "other", "additional_details": strings({
-        "data_file": source.file_name, "data_sha256": source.sha256, "split": source.split,
-        "samples_number": str(n) if n else None, "note": source.note or None,
+        "data": source.describe(), **source.details(), "samples_number": str(n) if n else None,
     })}
 
 
@@ -262,7 +269,7 @@ def aggregate_record(run: Run, task_run: TaskRun, identity: ModelIdentity, items
                 "results_file": run.source.name,
                 "exported_by": f"lm-eval-fin {__version__}",
                 "task_version": task_run.version,
-                "undefined_metrics": ", ".join(facts.undefined_metrics(task_run)) or None,
+                "undefined_metrics": facts.undefined_summary(task_run) or None,
             }),
         },
         "eval_library": {
@@ -275,11 +282,11 @@ def aggregate_record(run: Run, task_run: TaskRun, identity: ModelIdentity, items
             "evaluation_result_id": result_id(item),
             "evaluation_name": task,
             **shared,
-            "metric_config": metric_config(item, task, judges),
+            "metric_config": metric_config(item, task_run, judges),
             "score_details": score_details(item, n, judges, options),
         } for item in items],
     }
-    return record
+    return public(record)
 
 
 def instance_rows(task_run: TaskRun, record: dict[str, Any], items: list[MetricFacts]) -> list[dict[str, Any]]:
@@ -328,8 +335,8 @@ def instance_rows(task_run: TaskRun, record: dict[str, Any], items: list[MetricF
                 item.scale is not None and item.higher_is_better is not None) else None
             metadata = dict(base_metadata)
             if item.scale is not None and item.scale.judged and judges:
-                metadata.update(strings({"judge_spec": judge.get("spec"), "judge_prompt_version": judge.get(
-                    "prompt_version")}))
+                metadata.update(public(strings({"judge_spec": judge.get("spec"),
+                                                      "judge_prompt_version": judge.get("prompt_version")})))
             rows.append({
                 **shared,
                 "evaluation_result_id": result_id(item),
@@ -372,6 +379,6 @@ def write_task(out: Path, run: Run, task_run: TaskRun, identity: ModelIdentity, 
     atomic.write_text(aggregate, json.dumps(records.strict(record), ensure_ascii=False, allow_nan=False, indent=2)
                       + "\n")
     written.files.append(aggregate)
-    undefined = facts.undefined_metrics(task_run)
+    undefined = facts.undefined_summary(task_run)
     if undefined:
-        written.notes.append(f"{run.source}: {task}: no value in the run, left out: {', '.join(undefined)}")
+        written.notes.append(f"{run.source.name}: {task}: no value in the run, left out: {undefined}")

@@ -122,3 +122,24 @@ def output_problem(output_path: str | os.PathLike | None, needed_bytes: int = MI
         return (f"{flag} {output_path}: {free / 2**20:.0f} MiB free on {folder}, less than the "
                 f"{needed_bytes / 2**20:.0f} MiB the results may need; free some space or write elsewhere")
     return None
+
+
+def output_folder_problem(output_path: str | os.PathLike | None, flag: str = "--output_path") -> str | None:
+    """:func:`output_problem` for a command that writes a folder of files (``report``,
+    ``export``, ``agreement``): an existing file there is a problem too. Asked before any work."""
+    if output_path and Path(output_path).expanduser().is_file():
+        return f"{flag} {output_path} is a file; name a folder (a new one is made)"
+    return output_problem(output_path, flag=flag)
+
+
+def name_problem(name: str, flag: str, folder: str | os.PathLike = ".") -> str | None:
+    """Why ``name`` (a part of a path built from a value: a model id's ORG or NAME) cannot be a
+    file name under ``folder``: longer than its file system takes. None when it can."""
+    try:
+        limit = os.pathconf(_existing_folder(Path(folder).expanduser()), "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    size = len(os.fsencode(name))
+    if size <= limit:
+        return None
+    return f"{flag}: {name[:40]!r}... is {size} bytes, longer than the {limit} a file name may have here"

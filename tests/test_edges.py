@@ -262,3 +262,38 @@ def test_the_judge_client_follows_no_redirect(tmp_path, judge_cache):
         with pytest.raises(JudgeConfigError, match=r"redirects to .*/v1/chat/completions \(HTTP 307\)"):
             judge.complete([JudgeRequest(messages=({"role": "user", "content": "grade this"},))])
         assert elsewhere.stats()["calls"] == 0
+
+
+# ------------------------------------------------------------------ point 8: output folders found before work
+
+
+@pytest.fixture
+def judged(tmp_path):
+    """Two judged fin_lfqa runs by hand (tests/judged_runs.py): their folder."""
+    from tests.judged_runs import lfqa_doc, write_run
+
+    docs = [lfqa_doc("a", "answer a", (4, 3, 5)), lfqa_doc("b", "answer b", (2, 2, 1))]
+    write_run(tmp_path / "runs", "fin_lfqa", "model-a", "openai:http://127.0.0.1:1/v1#j1", docs)
+    return write_run(tmp_path / "runs", "fin_lfqa", "model-a", "openai:http://127.0.0.1:1/v1#j2", docs,
+                     date="2025-01-01T00-00-00.000002")
+
+
+@pytest.mark.parametrize("command", [["report"], ["export", "--format", "eee"], ["agreement"],
+                                     ["agreement", "--template", "2"]])
+def test_an_output_folder_that_is_a_file_is_refused_before_work(tmp_path, env, judged, command):
+    afile = tmp_path / "taken"
+    afile.write_text("a file")
+    done = lm_eval_fin(*command, judged, "--output_path", afile, cwd=tmp_path, env=env)
+    assert done.returncode == exit_status.USAGE, done.stderr[-3000:]
+    assert error_lines(done.stderr) == [f"lm-eval-fin {command[0]}: error: --output_path {afile} is a file; name a "
+                                        "folder (a new one is made)"]
+    assert done.stdout == "" and afile.read_text() == "a file"  # nothing built, nothing printed
+
+
+def test_export_refuses_a_model_id_too_long_for_a_folder_name_before_work(tmp_path, env, judged):
+    out = tmp_path / "out"
+    done = lm_eval_fin("export", judged, "--format", "eee", "--model_id", "org/" + "n" * 300, "--output_path", out,
+                       cwd=tmp_path, env=env)
+    assert done.returncode == exit_status.USAGE, done.stderr[-3000:]
+    assert "--model_id: 'nnnn" in error_lines(done.stderr)[0] and "is 300 bytes" in done.stderr
+    assert not out.exists()  # no empty folders

@@ -68,7 +68,7 @@ def main(args: argparse.Namespace) -> int:
     from lm_eval_fin.agreement.study import run_study
     from lm_eval_fin.agreement.template import draw, write_template
 
-    problem = _usage_problem(args)
+    problem = _usage_problem(args) or atomic.output_folder_problem(args.output_path)  # before any work
     if problem:
         return _error(problem)
     collection = collect(args.results_dirs)

@@ -59,6 +59,11 @@ def main(args: argparse.Namespace) -> int:
         return fail(f"--model_id {args.model_id!r} is not ORG/NAME")
     if args.bootstrap_iters < 1:
         return fail("--bootstrap_iters must be at least 1")
+    # the output folder, and the folder names a model id becomes, before any work (exit 2)
+    problems = [atomic.output_folder_problem(args.output_path)] + [
+        atomic.name_problem(part, "--model_id", args.output_path) for part in (args.model_id or "").split("/")]
+    if any(problems):
+        return fail(next(problem for problem in problems if problem))
     runs, unreadable = read_results_dirs(args.run_dirs)
     for item in unreadable:
         print(f"lm-eval-fin export: cannot read {item.path}: {item.reason}", file=sys.stderr)

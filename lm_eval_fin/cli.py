@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None
     status = interrupts.run_interruptible(command, lambda: _main(argv))
-    if as_program and status in (interrupts.INTERRUPTED, interrupts.TERMINATED):
+    if as_program and status in (exit_status.INTERRUPTED, exit_status.TERMINATED):
         # a thread still waiting on a server (a judge request in flight) would hold the exit
         # until its timeout: nothing is left to write, so the process ends now
         sys.stdout.flush()

@@ -14,8 +14,7 @@ import signal
 import sys
 from collections.abc import Callable, Iterator
 
-INTERRUPTED = 130  # 128 + SIGINT
-TERMINATED = 143  # 128 + SIGTERM
+from lm_eval_fin.exit_status import INTERRUPTED, TERMINATED
 
 _CACHED = "the judge answers received so far are kept in the judge cache ({cache})"
 # what is kept, by command; the default for the rest

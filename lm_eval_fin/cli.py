@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
     as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None
-    status = interrupts.run_interruptible(command, lambda: _main(argv))
+    status = interrupts.run_interruptible(command, lambda: _main(argv), _judge_cache_path)
     if as_program and status in (exit_status.INTERRUPTED, exit_status.TERMINATED):
         # a thread still waiting on a server (a judge request in flight) would hold the exit
         # until its timeout: nothing is left to write, so the process ends now
@@ -87,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.flush()
         os._exit(status)
     return status
+
+
+def _judge_cache_path() -> object:
+    from lm_eval_fin.judge.cache import default_cache_path
+
+    return default_cache_path()
 
 
 def _main(argv: list[str]) -> int:

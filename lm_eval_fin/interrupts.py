@@ -39,11 +39,9 @@ def _terminate(signum: int, frame: object) -> None:
     raise Terminated
 
 
-def kept_line(command: str | None) -> str:
-    """What an interrupted ``command`` kept and how to resume it."""
-    from lm_eval_fin.judge.cache import default_cache_path
-
-    return _KEPT.get(command or "", _DEFAULT_KEPT).format(cache=default_cache_path())
+def kept_line(command: str | None, cache: object) -> str:
+    """What an interrupted ``command`` kept (``cache``: the judge cache's path) and how to resume it."""
+    return _KEPT.get(command or "", _DEFAULT_KEPT).format(cache=cache)
 
 
 @contextlib.contextmanager
@@ -56,9 +54,9 @@ def sigterm_raises() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def run_interruptible(command: str | None, body: Callable[[], int]) -> int:
-    """``body()``'s status; on Ctrl-C or SIGTERM, one line on stderr saying what is kept and how
-    to resume, and status 130 or 143. A second signal while the first is being handled is
+def run_interruptible(command: str | None, body: Callable[[], int], cache: Callable[[], object]) -> int:
+    """``body()``'s status; on Ctrl-C or SIGTERM, one line on stderr saying what is kept (``cache()``:
+    where the judge cache is) and how to resume, and status 130 or 143. A second signal while the first is being handled is
     ignored: the line is printed once."""
     try:
         with sigterm_raises():
@@ -70,7 +68,7 @@ def run_interruptible(command: str | None, body: Callable[[], int]) -> int:
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
         prog = f"lm-eval-fin {command}" if command else "lm-eval-fin"
-        print(f"{prog}: {what}: {kept_line(command)}", file=sys.stderr, flush=True)
+        print(f"{prog}: {what}: {kept_line(command, cache())}", file=sys.stderr, flush=True)
     finally:
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])

@@ -21,7 +21,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -150,6 +150,19 @@ def _catching(logger: logging.Logger) -> Iterator[_Caught]:
 
 
 @contextlib.contextmanager
+def _no_cut_file_left(file: Callable[[], Path], samples: int | None) -> Iterator[None]:
+    """A write interrupted (Ctrl-C, SIGTERM) leaves no cut file: it would block the next command."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            path = file()
+            if not (results_whole(path) if samples is None else samples_whole(path, samples)):
+                remove_cut(path)
+        raise
+
+
+@contextlib.contextmanager
 def checked_saves() -> Iterator[list[Unsaved]]:
     """While the block runs lm-eval, its tracker's writes are checked; the list holds what
     could not be written where asked (empty when every file was written whole)."""
@@ -195,7 +208,7 @@ def checked_saves() -> Iterator[list[Unsaved]]:
 
     def save_results(self: Any, results: dict, samples: dict | None = None) -> None:
         before = getattr(self, "date_id", None)
-        with _catching(logger) as caught:
+        with _catching(logger) as caught, _no_cut_file_left(lambda: _results_file(self), None):
             write_results(self, results, samples)
         if not self.output_path:
             return
@@ -216,7 +229,7 @@ def checked_saves() -> Iterator[list[Unsaved]]:
 
     def save_samples(self: Any, task_name: str, samples: list) -> None:
         pristine = [dict(sample) for sample in samples]  # lm-eval rewrites some fields of each as it writes
-        with _catching(logger) as caught:
+        with _catching(logger) as caught, _no_cut_file_left(lambda: _samples_file(self, task_name), len(samples)):
             write_samples(self, task_name, samples)
         if not self.output_path:
             return

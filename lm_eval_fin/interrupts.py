@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterator
 
 from lm_eval_fin.exit_status import INTERRUPTED, TERMINATED
@@ -46,7 +47,11 @@ def kept_line(command: str | None, cache: object) -> str:
 
 @contextlib.contextmanager
 def sigterm_raises() -> Iterator[None]:
-    """While the block runs, SIGTERM raises :class:`Terminated` in the main thread."""
+    """While the block runs, SIGTERM raises :class:`Terminated` in the main thread (called from
+    another thread, where no handler can be set, it changes nothing)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         yield
@@ -55,9 +60,8 @@ def sigterm_raises() -> Iterator[None]:
 
 
 def run_interruptible(command: str | None, body: Callable[[], int], cache: Callable[[], object]) -> int:
-    """``body()``'s status; on Ctrl-C or SIGTERM, one line on stderr saying what is kept (``cache()``:
-    where the judge cache is) and how to resume, and status 130 or 143. A second signal while the first is being handled is
-    ignored: the line is printed once."""
+    """``body()``'s status; on Ctrl-C or SIGTERM, one line on stderr saying what is kept
+    (``cache()``: where the judge cache is) and how to resume, and status 130 or 143."""
     try:
         with sigterm_raises():
             return body()
@@ -65,11 +69,21 @@ def run_interruptible(command: str | None, body: Callable[[], int], cache: Calla
         status, what = INTERRUPTED, "interrupted (Ctrl-C)"
     except Terminated:
         status, what = TERMINATED, "terminated (SIGTERM)"
+    prog = f"lm-eval-fin {command}" if command else "lm-eval-fin"
+    with _signals_ignored():
+        print(f"{prog}: {what}: {kept_line(command, cache())}", file=sys.stderr, flush=True)
+    return status
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    """A second Ctrl-C or SIGTERM while the line is printed is ignored: it is printed once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN), signal.signal(signal.SIGTERM, signal.SIG_IGN)
     try:
-        prog = f"lm-eval-fin {command}" if command else "lm-eval-fin"
-        print(f"{prog}: {what}: {kept_line(command, cache())}", file=sys.stderr, flush=True)
+        yield
     finally:
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
-    return status

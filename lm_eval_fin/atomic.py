@@ -122,3 +122,11 @@ def output_problem(output_path: str | os.PathLike | None, needed_bytes: int = MI
         return (f"{flag} {output_path}: {free / 2**20:.0f} MiB free on {folder}, less than the "
                 f"{needed_bytes / 2**20:.0f} MiB the results may need; free some space or write elsewhere")
     return None
+
+
+def output_folder_problem(output_path: str | os.PathLike | None, flag: str = "--output_path") -> str | None:
+    """:func:`output_problem` for a command that writes a folder of files (``report``,
+    ``export``, ``agreement``): an existing file there is a problem too. Asked before any work."""
+    if output_path and Path(output_path).expanduser().is_file():
+        return f"{flag} {output_path} is a file; name a folder (a new one is made)"
+    return output_problem(output_path, flag=flag)

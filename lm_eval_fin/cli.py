@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
-from lm_eval_fin import __version__, exit_status, paths, vllm_memory
+from lm_eval_fin import __version__, exit_status, interrupts, paths, vllm_memory
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.flags import HelpFormatter
 from lm_eval_fin.judge.options import add_judge_arguments
@@ -73,7 +74,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The program; ``argv`` None: this process's own arguments. Ctrl-C and SIGTERM end any
+    command with one line (:mod:`lm_eval_fin.interrupts`), status 130 or 143."""
+    as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
+    command = argv[0] if argv and not argv[0].startswith("-") else None
+    status = interrupts.run_interruptible(command, lambda: _main(argv), _judge_cache_path)
+    if as_program and status in (exit_status.INTERRUPTED, exit_status.TERMINATED):
+        # a thread still waiting on a server (a judge request in flight) would hold the exit
+        # until its timeout: nothing is left to write, so the process ends now
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    return status
+
+
+def _judge_cache_path() -> object:
+    from lm_eval_fin.judge.cache import default_cache_path
+
+    return default_cache_path()
+
+
+def _main(argv: list[str]) -> int:
     # `run` forwards everything but our own options verbatim, so it has its own parser.
     if argv and argv[0] == "run":
         from lm_eval_fin.benchmarks import all_benchmarks

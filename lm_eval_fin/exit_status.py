@@ -19,6 +19,8 @@ OK = 0
 INCOMPLETE = 1
 USAGE = 2  # did not start: bad arguments, data, settings or judge configuration (one line says which)
 JUDGE_CACHE = 3  # the judge cache cannot be used (the message names the file and the fix)
+INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as a shell reports it: one line says what is kept (interrupts.py)
+TERMINATED = 143  # SIGTERM (128 + SIGTERM), the same
 
 
 @dataclass(frozen=True)

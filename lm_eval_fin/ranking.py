@@ -138,17 +138,31 @@ def _integers(text: str) -> list[int]:
     return [int(m) for m in _INTEGER.findall(text)]
 
 
+# What an enumerated item may carry around its candidate name: Markdown emphasis, quotes,
+# and after a separator its reason ("1. **10-K**: the annual report").
+_ITEM_DECORATION = "*_`'\"\u201c\u201d\u2018\u2019 \t"
+_ITEM_REASON = re.compile(r"(?::|\s[-\u2013\u2014]\s|\(|,|;).*$")
+
+
+def _item_name(item: str) -> str:
+    """The name an enumerated item gives: its text up to a separator, without decoration or a
+    final full stop, case-folded ("**10-K** (annual)" -> "10-k")."""
+    head = _ITEM_REASON.sub("", item.strip(_ITEM_DECORATION))
+    return head.strip(_ITEM_DECORATION).rstrip(".").strip(_ITEM_DECORATION).casefold()
+
+
 def _label_order(text: str, labels: Mapping[Id, str]) -> list[Id]:
-    """Candidates named on enumerated lines ("1. 10-K"), in line order; a line naming several
-    labels (or none) names no candidate."""
-    patterns = {
-        cid: re.compile(r"(?<![\w-])" + re.escape(label.strip()) + r"(?![\w-])", re.IGNORECASE)
-        for cid, label in labels.items()
-        if label and label.strip()
-    }
+    """Candidates named on enumerated lines ("1. 10-K"), in line order. An item is read only
+    where it *is* a candidate's name (decoration and a reason after a separator aside): a
+    numbered list of sentences that mention a name ("4. Diluted earnings per share rose") is
+    prose, not a ranking. A name that two candidates share names neither."""
+    by_name: dict[str, list[Id]] = {}
+    for cid, label in labels.items():
+        if label and label.strip():
+            by_name.setdefault(label.strip().casefold(), []).append(cid)
     order = []
-    for line in _ENUMERATED.findall(text):
-        named = [cid for cid, pattern in patterns.items() if pattern.search(line)]
+    for item in _ENUMERATED.findall(text):
+        named = by_name.get(_item_name(item), [])
         if len(named) == 1:
             order.append(named[0])
     return order
@@ -169,8 +183,9 @@ def parse_ranking(
     2. the prompt's own names, "Document Index 3" / "[Chunk Index 5]", in order of mention;
     3. other bracketed lists holding integers among other words (last one wins);
     4. a bare comma-separated run of integers;
-    5. with ``labels`` (candidate id -> short name such as "10-K"), enumerated lines naming
-       exactly one candidate ("1. 10-K", "2. Earnings").
+    5. with ``labels`` (candidate id -> short name such as "10-K"), enumerated lines whose
+       item is one candidate's name ("1. 10-K", "2. **Earnings**: the call"); a numbered
+       sentence that merely mentions a name is not read.
 
     Repeated ids keep their first occurrence and ids that are not candidates are dropped.
     Returns the candidates in the model's order, or None when no usable ranking is found (a

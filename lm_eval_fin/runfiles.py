@@ -424,11 +424,21 @@ def plain_name(name: str) -> bool:
     return bool(name) and name not in (".", "..") and not any(c in name for c in "/\\\0")
 
 
+def _empty(path: Path) -> bool:
+    """An empty file in a folder of runs: a write that never happened (lm-eval's, on a full
+    disk), not a run; it never blocks a command on the folder."""
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return False
+
+
 def results_files(path: Path) -> list[Path]:
     """The results files of one lm-eval output folder (or the file itself), in date order."""
     if path.is_file():
         return [path]
-    dates = {p: match["date"] for p in path.rglob("results_*.json") if (match := RESULTS_FILE.match(p.name))}
+    dates = {p: match["date"] for p in path.rglob("results_*.json")
+             if (match := RESULTS_FILE.match(p.name)) and not _empty(p)}
     return sorted(dates, key=lambda p: (dates[p], str(p)))
 
 
@@ -494,7 +504,7 @@ def find_samples_files(path: Path, tasks: list[str] | None = None) -> list[Sampl
     found = []
     for candidate in sorted(path.rglob("samples_*.jsonl")):
         match = SAMPLES_FILE.match(candidate.name)
-        if match and (not tasks or match["task"] in tasks):
+        if match and (not tasks or match["task"] in tasks) and not _empty(candidate):
             found.append(SamplesFile(candidate, match["task"], match["date"]))
     if not found:
         which = f" for tasks {tasks}" if tasks else ""

@@ -35,7 +35,10 @@ exist.") to a request for another model; ``--api-key KEY`` answers 401 to a requ
 :func:`fails_at_rate` picks (a share R of them, chosen by a hash of the message, so a test
 knows which); ``--die-after K`` ends the process (``os._exit``, no clean shutdown) when
 request K+1 arrives, so its connection is cut and later ones are refused: a server dying
-half way (start another on the same port to bring it back).
+half way (start another on the same port to bring it back). ``--redirect URL`` answers every
+request with HTTP 307 to URL plus the path asked for (a server that sends its clients
+elsewhere); ``--hold-until PATH`` holds every completion request, once counted, until PATH
+exists (a test acts while a command waits for its judge, then lets it go on).
 """
 
 from __future__ import annotations
@@ -78,6 +81,8 @@ class _State:
         self.bodies: deque = deque(maxlen=50)
         self.die_after = die_after
         self.models, self.api_key, self.fail_rate = models, api_key, fail_rate
+        self.redirect: str | None = None
+        self.hold_until: str | None = None
         self.stopping = threading.Event()
         self.generate = _model_generator(model_dir) if model_dir else None
 
@@ -125,12 +130,21 @@ def _handler(state: _State):
         def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
             self._send(status, json.dumps({"error": {"message": message, "type": "server_error"}}).encode(), headers)
 
+        def _redirected(self) -> bool:
+            if state.redirect is None:
+                return False
+            self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+            self._send(307, b"", {"Location": state.redirect.rstrip("/") + self.path})
+            return True
+
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/stats"):
                 with state.lock:
                     stats = {"calls": state.calls, "bodies": list(state.bodies), "seen": dict(state.seen),
                              "times": {content: list(times) for content, times in state.times.items()}}
                 self._send(200, json.dumps(stats).encode())
+            elif self._redirected():
+                return
             elif self.path.rstrip("/").endswith("/models"):
                 listed = [{"id": name, "object": "model", "owned_by": "test"} for name in state.models or []]
                 self._send(200, json.dumps({"object": "list", "data": listed}).encode())
@@ -138,6 +152,8 @@ def _handler(state: _State):
                 self._send(404, b'{"error": {"message": "not found"}}')
 
         def do_POST(self) -> None:
+            if self._redirected():
+                return
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send(404, b'{"error": {"message": "not found"}}')
@@ -152,6 +168,8 @@ def _handler(state: _State):
                 state.seen[last] += 1
                 state.times.setdefault(last, []).append(time.time())
                 times_seen = state.seen[last]
+            while state.hold_until is not None and not os.path.exists(state.hold_until):
+                time.sleep(0.05)
             if state.api_key is not None and self.headers.get("Authorization") != f"Bearer {state.api_key}":
                 self._error(401, "Incorrect API key provided.")
                 return
@@ -273,8 +291,13 @@ class ServerProcess(_Client):
     """The server in a child process: ``with ServerProcess() as server: server.base_url``."""
 
     def __init__(self, port: int = 0, die_after: int | None = None, reply: str | None = None,
-                 models: list[str] | None = None, api_key: str | None = None, fail_rate: float = 0.0):
+                 models: list[str] | None = None, api_key: str | None = None, fail_rate: float = 0.0,
+                 redirect: str | None = None, hold_until: str | os.PathLike | None = None):
         command = [sys.executable, str(Path(__file__).resolve()), "--port", str(port)]
+        if redirect is not None:
+            command += ["--redirect", redirect]
+        if hold_until is not None:
+            command += ["--hold-until", str(hold_until)]
         if reply is not None:
             command += ["--reply", reply]
         if die_after is not None:
@@ -327,6 +350,8 @@ def main() -> None:
     parser.add_argument("--models", default=None, help="comma-separated: the models served (others get 404)")
     parser.add_argument("--api-key", default=None, help="answer 401 to requests without this bearer key")
     parser.add_argument("--fail-rate", type=float, default=0.0, help="share of messages always answered 500")
+    parser.add_argument("--redirect", default=None, help="answer every request 307 to this URL (plus the path)")
+    parser.add_argument("--hold-until", default=None, help="hold each completion request until this path exists")
     args = parser.parse_args()
     if args.model:
         import torch
@@ -336,6 +361,7 @@ def main() -> None:
         torch.set_num_threads(1)
     models = [name for name in args.models.split(",") if name] if args.models is not None else None
     state = _State(args.model, args.die_after, args.reply, models, args.api_key, args.fail_rate)
+    state.redirect, state.hold_until = args.redirect, args.hold_until
     server = _QuietServer(("127.0.0.1", args.port), _handler(state))
     print(f"PORT {server.server_address[1]}", flush=True)
     server.serve_forever()

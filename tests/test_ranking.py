@@ -150,6 +150,54 @@ def test_parse_ranking_failures(text):
     assert parse_ranking(text, CANDIDATES, labels=LABELS) is None
 
 
+# issue 32: a numbered list of sentences that mention a candidate's name is prose, not a ranking
+NUMBERED_SENTENCES = (
+    "1. Northwind's cash flow from operations grew 12% in 2023.\n"
+    "2. The company repaid most of its revolving credit.\n"
+    "3. Margins improved on lower input costs.\n"
+    "4. Diluted earnings per share rose to $2.10."
+)
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (NUMBERED_SENTENCES, None),
+        ("1. The 10-K has the audited statements.\n2. The 8-K reports events.", None),
+        ("1. Earnings per share\n2. 10-K filing", None),
+        ("1. **10-K**: the annual report\n2. Earnings (the call)\n3. \"8-K\".", [1, 4, 3]),
+        ("- 10-Q - the quarterly report\n* DEF14A, the proxy", [2, 0]),
+        ("1. earnings\n2. def14a", [4, 0]),
+    ],
+)
+def test_parse_ranking_reads_an_item_only_where_it_is_a_candidate_name(text, expected):
+    assert parse_ranking(text, CANDIDATES, labels=LABELS) == expected
+
+
+_WORDS = ["the", "company", "cash", "flow", "rose", "Earnings", "earnings", "10-K", "8-K", "per", "share", "DEF14A",
+          "quarterly", "10-Q", "grew", "debt"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_WORDS), min_size=2, max_size=9), min_size=1, max_size=6),
+       st.sampled_from(["{n}. ", "{n}) ", "- ", "* "]), st.sampled_from(["", ".", "!"]))
+def test_numbered_sentences_are_not_a_ranking(sentences, marker, stop):
+    """Sentences of two or more words, candidate names among them, are never read as a ranking."""
+    text = "\n".join(marker.format(n=n) + " ".join(words) + stop for n, words in enumerate(sentences, start=1))
+    assert parse_ranking(text, CANDIDATES, labels=LABELS) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.permutations(CANDIDATES), st.lists(st.sampled_from(["**{}**", "`{}`", '"{}"', "{}.", "{}: the filing",
+                                                             "{} - why", "{} (why)", "{}, because"]), min_size=5,
+                                             max_size=5))
+def test_named_items_are_read_in_order(order, decorations):
+    """Items that are candidate names, decorated or followed by a reason, give the ranking in order."""
+    text = "\n".join(f"{n}. " + decoration.format(LABELS[cid])
+                     for n, (cid, decoration) in enumerate(zip(order, decorations), start=1))
+    assert parse_ranking(text, CANDIDATES, labels=LABELS) == list(order)
+
+
 def test_parse_ranking_reads_the_first_part_of_a_huge_answer():
     text = ("noise [Chunk Index 3] " * 5_000) + "[4, 0]"  # 110k characters: read whole
     assert parse_ranking(text, CANDIDATES) == [4, 0]

@@ -69,16 +69,14 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 
 def output_folder_problem(output_path: str | None, names: Sequence[str]) -> str | None:
     """Why the files ``names`` could not be written in the folder ``output_path``: it is a file,
-    cannot be written or is full (:func:`lm_eval_fin.atomic.output_problem`), or one of the
-    files is a folder. Asked before any work."""
+    cannot be written or is full (:func:`lm_eval_fin.atomic.output_folder_problem`), or one of
+    the files is a folder. Asked before any work."""
     if not output_path:
         return None
-    folder = Path(output_path).expanduser()
-    if folder.exists() and not folder.is_dir():
-        return f"--output_path {output_path}: a file, not a folder; name a folder for {', '.join(names)}"
-    problem = atomic.output_problem(folder)
+    problem = atomic.output_folder_problem(output_path)
     if problem:
         return problem
+    folder = Path(output_path).expanduser()
     taken = [name for name in names if (folder / name).is_dir()]
     if taken:
         return f"--output_path {output_path}: {', '.join(taken)} there is a folder; move it or choose another folder"

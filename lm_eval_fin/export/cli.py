@@ -69,6 +69,9 @@ def main(args: argparse.Namespace) -> int:
         return fail(str(exc))
     if args.bootstrap_iters < 1:
         return fail("--bootstrap_iters must be at least 1")
+    problem = atomic.output_folder_problem(args.output_path)  # before any work (exit 2)
+    if problem:
+        return fail(problem)
     runs, unreadable = read_results_dirs(args.run_dirs)
     for item in unreadable:
         print(f"lm-eval-fin export: cannot read {item.path}: {item.reason}", file=sys.stderr)

@@ -10,8 +10,9 @@ lm-eval starts, :func:`run_problems` looks at:
   (:func:`lm_eval_fin.judge.preflight.judge_problems`);
 * the model under test, where it is a local one (``hf``, ``vllm``, ... with ``pretrained=``):
   a folder that exists, or a hub id in the local cache or on a reachable hub;
-* ``--output_path``: a folder that can be written, with free space for the results and
-  samples files (:func:`lm_eval_fin.atomic.output_problem`).
+* ``--output_path``: a folder (not a file) that can be written, with free space for the
+  results and samples files (:func:`lm_eval_fin.atomic.output_problem`), and where the
+  model's folder lm-eval makes can be made (:func:`lm_eval_fin.harness.saving.output_problems`).
 
 Every problem is one :class:`~lm_eval_fin.exit_status.Problem`, one line (``file:line``
 first where there is one); the command prints them all and exits 2, or 3 when the judge
@@ -27,7 +28,7 @@ from typing import Any
 
 from lm_eval_fin import atomic, hub
 from lm_eval_fin.exit_status import Problem
-from lm_eval_fin.harness import taskfiles
+from lm_eval_fin.harness import saving, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 
 # lm-eval models that load weights on this machine from ``pretrained`` (``fin-refine`` wraps
@@ -151,8 +152,11 @@ def run_problems(lm_args: Any, benchmarks: Sequence[Benchmark]) -> list[Problem]
     model = model_problem(getattr(lm_args, "model", None), getattr(lm_args, "model_args", None))
     if model is not None:
         problems.append(model)
+    output_path = getattr(lm_args, "output_path", None)
+    layout = saving.output_problems(output_path, saving.model_name(getattr(lm_args, "model_args", None)))
+    problems += [Problem(line) for line in layout]
     needed = atomic.MIN_FREE_BYTES + BYTES_PER_DATA_BYTE * data_bytes
-    output = atomic.output_problem(getattr(lm_args, "output_path", None), needed)
+    output = None if layout else atomic.output_problem(output_path, needed)
     if output is not None:
         problems.append(Problem(output))
     return problems

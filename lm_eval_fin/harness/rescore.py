@@ -13,7 +13,8 @@ What it does:
    those of our tasks, grouped by run (their folder and lm-eval's run id); the runs ``score``
    wrote itself are left out where the folder holds others (they hold the same answers).
 2. Checks, before any model loads: the judge spec and options (``--judge none`` scores without
-   a judge), that the samples can be read and carry their run's settings,
+   a judge), that the samples can be read and carry their run's settings, that the scored
+   files can be written where they go,
    ``--confirm_run_unsafe_code`` for tasks whose scoring runs model code (as lm-eval asks of
    ``run``), and, as ``run`` does, that the judge's model or server and the judge cache can
    be used.
@@ -39,9 +40,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from lm_eval_fin import exit_status, runfiles
+from lm_eval_fin import atomic, exit_status, runfiles
 from lm_eval_fin.flags import add_flag
-from lm_eval_fin.harness import replay, run, stage, taskfiles
+from lm_eval_fin.harness import replay, run, saving, stage, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.harness.settings import NO_JUDGE
 
@@ -156,6 +157,7 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
             f"scoring {', '.join(unsafe)} runs the model's code in the sandbox: pass --confirm_run_unsafe_code"))
     if spec is not None:
         problems += judge_problems([parse_spec(spec)], score_later=False)
+    problems += output_problems(args.output_path, by_run)
     if problems:
         return exit_status.report(PROG, problems)
     defaults = JudgeOptions()
@@ -173,11 +175,10 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
                     else options
                 # the results files each repeat writes, for the stability table (walks of the output tree)
                 before = set(output.rglob("results_*.json")) if args.judge_repeat > 1 else set()
-                failures = _replay(files, spec, seeded, output, unsafe, f"run {date or folder}")
+                outcome = _replay(files, spec, seeded, output, unsafe, f"run {date or folder}")
                 if args.judge_repeat > 1:
                     scored += sorted(set(output.rglob("results_*.json")) - before)
-                run.report_failures(PROG, failures)
-                failed = failed or bool(failures)
+                failed = run.report_outcome(PROG, outcome) or failed
             if args.judge_repeat > 1 and spec is not None:
                 print(judge_stability(scored))
     finally:
@@ -185,8 +186,22 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
     return exit_status.INCOMPLETE if failed else exit_status.OK
 
 
+def output_problems(output_path: Path | None, by_run) -> list[exit_status.Problem]:
+    """Why the scored files could not be written where they go (``--output_path``, else beside
+    each run): a file where lm-eval makes a folder, a folder that cannot be written or is
+    full, a model folder name too long; once per folder."""
+    problems = {}
+    for (folder, _), files in by_run.items():
+        output = output_path or folder.parent
+        flag = "--output_path" if output_path else "the run's folder"
+        lines = saving.output_problems(output, model_name(files), flag) or \
+            [line for line in [atomic.output_problem(output, flag=flag)] if line]
+        problems.update(dict.fromkeys(lines))
+    return [exit_status.Problem(line) for line in problems]
+
+
 def _replay(files, spec: str | None, options: dict, output: Path, unsafe: list[str], which: str):
-    """One replay of a logged run through lm-eval; the judge failures it recorded."""
+    """One replay of a logged run through lm-eval; what it left undone."""
     with tempfile.TemporaryDirectory(prefix="lm-eval-fin-score-") as scratch:
         plan_path = Path(scratch) / "replay.json"
         replay.Plan({f.task: str(f.path) for f in files}, spec, options).write(plan_path)

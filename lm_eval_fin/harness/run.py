@@ -10,7 +10,8 @@ arguments, the unsafe-code flag, ``--limit``, a hub dataset that cannot be reach
 problem one line and exit status 2: a run that cannot finish fails before hours of generation,
 not after. lm-eval's "Tasks not found" ends as one line with a hint. The judge flags reach the
 tasks as ``$LM_EVAL_FIN_JUDGE`` and ``$LM_EVAL_FIN_JUDGE_OPTIONS``. When a judge failed on some documents, the command exits with
-status 1 after lm-eval has written its results. Our model wrapper, ``--model fin-refine``
+status 1 after lm-eval has written its results; so it does when lm-eval could not write a results or
+samples file whole (:mod:`.saving`: the run is then kept elsewhere, and one line says where). Our model wrapper, ``--model fin-refine``
 (:mod:`lm_eval_fin.harness.multistep`), is registered before lm-eval resolves the model name.
 """
 
@@ -23,11 +24,12 @@ import json
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from lm_eval_fin import exit_status, paths, vllm_memory
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.flags import HelpFormatter, is_alias
-from lm_eval_fin.harness import preflight, stage, startchecks, taskfiles
+from lm_eval_fin.harness import preflight, saving, stage, startchecks, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.settings import SettingsError
 from lm_eval_fin.judge.base import failure_phrase
@@ -130,9 +132,18 @@ def environment_set(environment: Mapping[str, str]) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def call_lm_eval(args: Sequence[str], environment: Mapping[str, str]) -> list[stage.JudgeFailures]:
-    """lm-eval's own CLI on ``args`` (our task folder included) with ``environment`` set; the
-    judge failures its tasks recorded. lm-eval raises on its own errors."""
+@dataclass(frozen=True)
+class Outcome:
+    """What a finished lm-eval run left to report: the judge failures its tasks recorded, and
+    the files lm-eval could not write whole (:mod:`.saving`)."""
+
+    judge_failures: list[stage.JudgeFailures]
+    unsaved: list[saving.Unsaved]
+
+
+def call_lm_eval(args: Sequence[str], environment: Mapping[str, str]) -> Outcome:
+    """lm-eval's own CLI on ``args`` (our task folder included) with ``environment`` set, its
+    writes checked. lm-eval raises on its own errors."""
     from lm_eval.__main__ import cli_evaluate
 
     from lm_eval_fin.harness import multistep  # noqa: F401 - registers --model fin-refine
@@ -141,11 +152,12 @@ def call_lm_eval(args: Sequence[str], environment: Mapping[str, str]) -> list[st
     sys.argv = harness_argv(list(args))
     failures_before = len(stage.FAILURES)
     try:
-        with environment_set(environment), only_our_tasks(lm_eval_arguments(list(args)).tasks or []):
+        with environment_set(environment), only_our_tasks(lm_eval_arguments(list(args)).tasks or []), \
+                saving.checked_saves() as unsaved:
             cli_evaluate()
     finally:
         sys.argv = saved_argv
-    return stage.FAILURES[failures_before:]
+    return Outcome(stage.FAILURES[failures_before:], unsaved)
 
 
 @contextlib.contextmanager
@@ -170,6 +182,14 @@ def only_our_tasks(tasks: Sequence[str]) -> Iterator[None]:
         yield
     finally:
         TaskManager.__init__ = index
+
+
+def report_outcome(prog: str, outcome: Outcome) -> bool:
+    """Print what the run left undone, one line each; whether anything was."""
+    for unsaved in outcome.unsaved:
+        print(f"{prog}: error: {unsaved.line()}", file=sys.stderr)
+    report_failures(prog, outcome.judge_failures)
+    return bool(outcome.unsaved or outcome.judge_failures)
 
 
 def report_failures(prog: str, failures: Sequence[stage.JudgeFailures]) -> None:
@@ -217,7 +237,7 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
     if problems:
         return exit_status.report(PROG, problems)
     try:
-        failures = call_lm_eval(args, environment)
+        outcome = call_lm_eval(args, environment)
     except SettingsError as exc:
         # raised while lm-eval loads a task's dataset (a model argument the pre-check cannot see,
         # such as a tokenizer that does not load), so before any generation
@@ -229,5 +249,4 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
             raise
         print(f"{PROG}: error: {hint}", file=sys.stderr)
         return exit_status.USAGE
-    report_failures(PROG, failures)
-    return exit_status.INCOMPLETE if failures else exit_status.OK
+    return exit_status.INCOMPLETE if report_outcome(PROG, outcome) else exit_status.OK

@@ -278,12 +278,14 @@ class CachedJudge(Judge):
             progress = tqdm(total=len(misses), desc=desc, unit="req", file=sys.stderr, mininterval=interval)
         claimant = Claimant.here()
         recorder = _BatchRecorder(self, responses, stats, progress, deadline, claimant)
-        stop_error, stopped = "the backend returned no answer", False
+        stop_error, stopped, interrupted = "the backend returned no answer", False, False
         try:
             if misses:
                 self._send(misses, recorder, claimant)
         except BaseException as exc:
             stop_error, stopped = f"the judge stopped: {one_line(exc, 500) or type(exc).__name__}", True
+            # Ctrl-C or SIGTERM: the command's one line says what is kept, no failure count
+            interrupted = not isinstance(exc, Exception)
             raise
         finally:
             if progress is not None:
@@ -299,8 +301,9 @@ class CachedJudge(Judge):
             stats.wall_time_s = time.perf_counter() - started
             self.last_batch = stats
             self.stats.add(stats)
-            logger.info("%s [%s]: %s", desc, self.spec, stats.summary())
-            if stats.failures:
+            if not interrupted:
+                logger.info("%s [%s]: %s", desc, self.spec, stats.summary())
+            if stats.failures and not interrupted:
                 self.last_error = recorder.first_error
                 logger.warning(
                     "%s: %d of %d judge requests failed for good; first error: %s",

@@ -31,7 +31,8 @@ cache. Only such retryable failures count towards that stop: a request the serve
 on its own merits (HTTP 400 for a prompt too long, a refusal) shows the server is there, and
 resets the count.
 
-Configuration errors. HTTP 401 and 403 (the API key), and 404 (a model the server does not
+Configuration errors. A redirect (3xx: no redirect is followed, so prompts never reach a host
+the spec does not name), HTTP 401 and 403 (the API key), and 404 (a model the server does not
 serve, or a base URL that is not an OpenAI API) would fail every request alike: the first
 one stops the whole batch with one :class:`~lm_eval_fin.judge.base.JudgeConfigError` that
 says what to fix (for a 404, with the models the server lists at ``GET /models``).
@@ -229,10 +230,13 @@ class OpenAIBackend:
         run_sync(self._run_all(requests, sink))
 
     async def _run_all(self, requests: Sequence[JudgeRequest], sink) -> None:
-        from openai import AsyncOpenAI
+        from openai import AsyncOpenAI, DefaultAsyncHttpxClient
 
         api_key = os.environ.get("OPENAI_API_KEY") or "EMPTY"
-        clients = [AsyncOpenAI(base_url=url, api_key=api_key, timeout=self.options.timeout_s, max_retries=0)
+        # no redirect is followed: a server that redirects is a configuration error, never a
+        # second host that receives the prompts (redirect_problem)
+        clients = [AsyncOpenAI(base_url=url, api_key=api_key, timeout=self.options.timeout_s, max_retries=0,
+                               http_client=DefaultAsyncHttpxClient(follow_redirects=False))
                    for url in self.spec.base_urls]
         pool = EndpointPool(self.spec.base_urls, self.options.concurrency, self.options.backoff_s, clients)
         total = self.options.concurrency * len(clients)
@@ -351,6 +355,9 @@ class OpenAIBackend:
                 else:
                     pool.answered(endpoint)
                     return response, False
+            if isinstance(outcome, openai.APIStatusError) and 300 <= outcome.status_code < 400:
+                raise JudgeConfigError(redirect_problem(self.spec, endpoint.url, outcome.status_code,
+                                                        outcome.response.headers.get("location"))) from outcome
             if isinstance(outcome, openai.APIStatusError) and outcome.status_code in CONFIG_STATUS:
                 raise await self._config_error(endpoint, outcome) from outcome
             retryable, reason, retry_after = classify_error(outcome, self.options.timeout_s)
@@ -415,6 +422,14 @@ def parse_openai(rest: str) -> JudgeSpec | None:
     return JudgeSpec("openai", model.strip(), base_urls=tuple(urls))
 
 
+def redirect_problem(spec: JudgeSpec, url: str, status: int, location: str | None) -> str:
+    """A server that answers with a redirect: the judge follows none (prompts and the API key
+    go only to the address the spec names, and answers are kept under that address)."""
+    to = f" to {one_line(location, 200)}" if location else ""
+    return (f"judge {spec}: the server at {url} redirects{to} (HTTP {status}); the judge follows no redirect, so "
+            "prompts go only where the spec says: name the address it should use in the judge spec")
+
+
 def openai_problem(spec: JudgeSpec) -> str | None:
     """Every endpoint must answer and list the model (a server without a model list passes:
     its first request will tell)."""
@@ -422,6 +437,8 @@ def openai_problem(spec: JudgeSpec) -> str | None:
         try:
             served = served_models(url, os.environ.get("OPENAI_API_KEY"))
         except urllib.error.HTTPError as exc:
+            if 300 <= exc.code < 400:
+                return redirect_problem(spec, url, exc.code, exc.headers.get("Location"))
             if exc.code in (401, 403):
                 return f"judge {spec}: the server at {url} refused the API key (HTTP {exc.code}); set OPENAI_API_KEY"
             continue

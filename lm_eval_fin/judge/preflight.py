@@ -29,13 +29,20 @@ SCORE_LATER = ", or run without --judge and score the logged samples later with 
 MODELS_TIMEOUT_S = 5.0
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: ANN001 - urllib's signature
+        return None
+
+
 def served_models(base_url: str, api_key: str | None = None) -> list[str]:
     """The model ids an openai-compatible server lists at ``GET /models`` (OSError or
     ValueError when it does not answer sensibly)."""
     request = urllib.request.Request(f"{base_url.rstrip('/')}/models")
     if api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
-    with urllib.request.urlopen(request, timeout=MODELS_TIMEOUT_S) as answer:  # noqa: S310 - the user's URL
+    # a redirect is answered as the HTTPError it is: the key and prompts go only where the spec says
+    opener = urllib.request.build_opener(_NoRedirect)
+    with opener.open(request, timeout=MODELS_TIMEOUT_S) as answer:
         listed = json.loads(answer.read()).get("data", [])
     return [str(model.get("id")) for model in listed if isinstance(model, dict)]
 

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from lm_eval_fin import exit_status
+from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.agreement.figures import AgreementFileError
 from lm_eval_fin.report import judge_agreement, stats
 from lm_eval_fin.report.build import DEFAULT_TITLE, write_report_files
@@ -47,6 +47,10 @@ def main(args: argparse.Namespace, benchmarks: Iterable[Any] = ()) -> int:
         if getattr(args, flag) < 1:
             print(f"lm-eval-fin report: error: --{flag} must be at least 1", file=sys.stderr)
             return exit_status.USAGE
+    problem = atomic.output_folder_problem(args.output_path)  # before the page is built
+    if problem:
+        print(f"lm-eval-fin report: error: {problem}", file=sys.stderr)
+        return exit_status.USAGE
     try:
         agreement = judge_agreement.load(args.agreement)
     except AgreementFileError as exc:

@@ -39,6 +39,8 @@ PREDICT_ONLY_METRIC = "bypass"
 _NOT_METRICS = {"alias", "name", "sample_len", "samples", " "}
 # model arguments that name the model evaluated, first found wins
 MODEL_ID_ARGS = ("pretrained", "model", "model_name", "path")
+# the lm-eval model `lm-eval-fin score` replays logged answers with: its runs hold another run's answers
+REPLAY_MODEL = "fin-replay"
 
 
 class RunError(Exception):
@@ -125,6 +127,11 @@ class Run:
     def model(self) -> str:
         """The model's short name: the last part of its path or hub id."""
         return short_name(self.model_id)
+
+    @property
+    def replayed(self) -> bool:
+        """Whether ``lm-eval-fin score`` wrote this run from another run's logged answers."""
+        return self.config.get("model") == REPLAY_MODEL
 
 
 @dataclass(frozen=True)
@@ -255,10 +262,13 @@ def question_key(doc: Any, sample: dict) -> str:
     return str(sample.get("doc_hash") or sample.get("doc_id"))
 
 
-def task_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], list[str], str]:
+def task_samples(path: Path, metrics: dict[str, Metric], docs: dict | None = None
+                 ) -> tuple[list[Sample], list[str], str]:
     """The samples of one task from lm-eval's samples file: each document's defined metric
     values and scored-answer record, notes, and a digest of lm-eval's per-sample prompt hashes
-    (equal digests: the same prompts, chat template included)."""
+    (equal digests: the same prompts, chat template included). ``docs``: documents read before
+    (from other runs of the same questions), by lm-eval's doc hash: an equal one is shared, so
+    that a hundred runs of a task hold its documents once."""
     by_filter: dict[str, list[Metric]] = {}
     for metric in metrics.values():
         by_filter.setdefault(metric.filter, []).append(metric)
@@ -271,6 +281,8 @@ def task_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], 
         if not isinstance(line, dict) or "doc" not in line:
             raise RunError(f"{where}: not an lm-eval sample (no 'doc')")
         doc = line["doc"] if isinstance(line["doc"], dict) else {"value": line["doc"]}
+        if docs is not None and isinstance(line.get("doc_hash"), str):
+            doc = docs.setdefault(line["doc_hash"], doc)
         key, filter_name = question_key(doc, line), str(line.get("filter", NO_FILTER))
         if (key, filter_name) in seen:  # lm-eval writes one line per document and filter
             duplicates += 1
@@ -290,7 +302,7 @@ def task_samples(path: Path, metrics: dict[str, Metric]) -> tuple[list[Sample], 
     return list(samples.values()), notes, prompts.hexdigest()
 
 
-def read_run(results_path: Path, results_dir: Path) -> Run:
+def read_run(results_path: Path, results_dir: Path, docs: dict | None = None) -> Run:
     """One lm-eval run: its results file, and its samples files where they were logged.
     Raises :class:`RunError` when the results file itself cannot be used. Tasks with no
     figure (a ``--predict_only`` run) and groups (their figures aggregate their tasks') are
@@ -326,7 +338,7 @@ def read_run(results_path: Path, results_dir: Path) -> Run:
         samples_path = folder / f"samples_{task}_{date}.jsonl"
         if samples_path.is_file():
             try:
-                task_run.samples, task_run.notes, prompts = task_samples(samples_path, metrics)
+                task_run.samples, task_run.notes, prompts = task_samples(samples_path, metrics, docs)
                 task_run.logged = True
                 task_run.samples_path = samples_path
                 task_run.provenance["prompts hash (of lm-eval's per-sample prompt hashes)"] = prompts
@@ -350,6 +362,7 @@ def read_results_dirs(paths: Iterable[str | Path]) -> tuple[list[Run], list[Unre
     """Every run under the given lm-eval output folders, and what could not be read."""
     runs: list[Run] = []
     unreadable: list[Unreadable] = []
+    docs: dict[str, dict] = {}  # lm-eval's doc hash -> the document, shared by the runs of one question
     for given in paths:
         path = Path(given).expanduser()
         if not path.exists():
@@ -361,7 +374,7 @@ def read_results_dirs(paths: Iterable[str | Path]) -> tuple[list[Run], list[Unre
             continue
         for file in files:
             try:
-                runs.append(read_run(file, path))
+                runs.append(read_run(file, path, docs))
             except RunError as exc:
                 unreadable.append(Unreadable(file, str(exc)))
             except Exception as exc:  # noqa: BLE001 - one broken run must not stop the reader

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import time
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,9 +26,9 @@ from typing import Any
 import jinja2
 
 from lm_eval_fin.report import plots, stats
-from lm_eval_fin.report.answers import SubsetTable, TaskAnswers, slug
+from lm_eval_fin.report.answers import SubsetTable, TaskAnswers, page_of, slug
 from lm_eval_fin.report.judge_agreement import JudgeAgreement
-from lm_eval_fin.report.leaderboard import Leaderboard
+from lm_eval_fin.report.leaderboard import FAILURE_THRESHOLD, Leaderboard
 from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE
 from lm_eval_fin.runfiles import Run, run_settings
 
@@ -70,6 +71,18 @@ def arrow(higher_is_better: bool | None) -> str:
     return "↑" if higher_is_better else "↓" if higher_is_better is False else ""
 
 
+def short(text: Any, width: int = 24) -> str:
+    """A label cut to fit a chart or a chip (the whole label is in its tooltip)."""
+    text = str(text)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def relative_path(path: Path, out: Path) -> str:
+    """``path`` as seen from the report's folder: a relative path, never an absolute one (the
+    page may be read on another machine, next to a copy of the runs)."""
+    return Path(os.path.relpath(Path(path).resolve(), out.resolve())).as_posix()
+
+
 def when(timestamp: Any) -> str:
     try:
         return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(timestamp)))
@@ -110,7 +123,6 @@ def run_provenance(run: Run) -> list[tuple[str, str]]:
     results, config = run.results, run.config
     recorded = recorded_provenance(run)
     items = [
-        ("results file", str(run.source)),
         ("date", when(results.get("date"))),
         ("lm-eval version", results.get("lm_eval_version") or "not recorded"),
         ("lm-eval-fin version", recorded.get("lm_eval_fin_version") or "not recorded by the run (made without "
@@ -178,7 +190,7 @@ def export_links(export_dir: str | os.PathLike | None, out: Path) -> list[tuple[
 # ------------------------------------------------------------------------------ outputs
 
 
-def _environment(autoescape: bool) -> jinja2.Environment:
+def _environment(autoescape: bool, out: Path | None = None) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=autoescape,
@@ -187,7 +199,10 @@ def _environment(autoescape: bool) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(number=number, interval_text=interval_text, slug=slug, arrow=arrow, color=plots.color,
-                       duration=duration, count=count, data_value=data_value)
+                       duration=duration, count=count, data_value=data_value, short=short)
+    base = out or Path.cwd()
+    env.filters.update(link_text=lambda path: relative_path(path, base),
+                       link=lambda path: urllib.parse.quote(relative_path(path, base)))
     env.globals.update(plots=plots, MODEL=MODEL, BASELINE=BASELINE, REFERENCE=REFERENCE)
     return env
 
@@ -207,6 +222,9 @@ def _context(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str
         "confidence_percent": f"{board.settings.confidence * 100:g}",
         "usage_kinds": list(dict.fromkeys(kind for row in board.models for kind in row.judge_usage)),
         "export_links": links,
+        "failure_threshold": f"{FAILURE_THRESHOLD:.0%}",
+        "source_count": sum(1 + sum(task_run.samples_path is not None for task_run in run.tasks.values())
+                            for row in board.models for run in row.runs),
         "reference_notes": [(entry.name, entry.view.references_note) for entry in board.catalog.entries
                             if entry.view.references_note and any(board.catalog.group(t) == entry.name
                                                                   for t in board.tasks)],
@@ -214,26 +232,52 @@ def _context(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str
 
 
 def render_html(board: Leaderboard, answers: Sequence[TaskAnswers], subsets: dict[str, list[SubsetTable]],
-                title: str, links: Sequence[tuple[str, str, str]] = (), agreement: JudgeAgreement | None = None) -> str:
-    charts = {task: [c for c in (plots.bar_chart(col, board.rows) for col in board.columns_of(task, diagnostic=False))
-                     if c] for task in board.tasks}
-    return _environment(True).get_template("index.html.j2").render(
+                title: str, links: Sequence[tuple[str, str, str]] = (), agreement: JudgeAgreement | None = None,
+                out: Path | None = None) -> str:
+    """The page a browser opens first (``out``: the folder it is written to, for its links)."""
+    charts = {task: [chart for col in board.columns_of(task, diagnostic=False) for chart in plots.bar_charts(col, board.rows)]
+              for task in board.tasks}
+    return _environment(True, out).get_template("index.html.j2").render(
         **_context(board, title, links, agreement), answers=answers, subsets=subsets, charts=charts,
         scatters=plots.precision_recall_scatters(board), run_provenance=run_provenance,
         task_provenance=task_provenance,
     )
 
 
-def md_cell(text: str) -> str:
-    """A text fit for one Markdown table cell."""
-    return " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
+def render_answers(board: Leaderboard, section: TaskAnswers, part: int, title: str, out: Path | None = None) -> str:
+    """The ``part``-th page of one task's answers (``section.pages``, beside index.html)."""
+    return _environment(True, out).get_template("answers.html.j2").render(
+        **_context(board, title, (), None), section=section, part=part, questions=section.part(part))
+
+
+_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|~"})
+_HTML_SPECIAL = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
+
+
+def md_cell(text: Any) -> str:
+    """A text fit for one Markdown table cell, read as text by any renderer: one line, HTML's
+    and Markdown's special characters escaped (a model id or ``--name`` holding ``<img ...>``,
+    ``[x](javascript:...)`` or ``|`` shows as written).
+
+    >>> md_cell('<img src=x onerror=alert(1)> a|b *c* [d](e)')
+    '&lt;img src=x onerror=alert(1)&gt; a\\|b \\*c\\* \\[d\\](e)'
+    """
+    return " ".join(str(text).split()).translate(_HTML_SPECIAL).translate(_MARKDOWN_SPECIAL)
+
+
+def md_link(path: Any) -> str:
+    """A link target for Markdown: percent-encoded, so that no ``)``, space or ``<`` ends it."""
+    return urllib.parse.quote(str(path), safe="/#.-_~")
 
 
 def render_markdown(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str]] = (),
-                    agreement: JudgeAgreement | None = None) -> str:
-    env = _environment(False)
-    env.filters["md"] = md_cell
-    return env.get_template("leaderboard.md.j2").render(**_context(board, title, links, agreement))
+                    agreement: JudgeAgreement | None = None, out: Path | None = None) -> str:
+    env = _environment(False, out)
+    env.filters.update(md=md_cell, md_link=md_link)
+    answers = [(task, page_of(task)) for task in board.tasks
+               if any(task in run.tasks and run.tasks[task].samples for row in board.models for run in row.runs)]
+    return env.get_template("leaderboard.md.j2").render(**_context(board, title, links, agreement),
+                                                        answer_pages=answers)
 
 
 def _spreadsheet_safe(text: str) -> str:

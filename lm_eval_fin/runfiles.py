@@ -282,7 +282,7 @@ def task_samples(path: Path, metrics: dict[str, Metric], docs: dict | None = Non
             raise RunError(f"{where}: not an lm-eval sample (no 'doc')")
         doc = line["doc"] if isinstance(line["doc"], dict) else {"value": line["doc"]}
         if docs is not None and isinstance(line.get("doc_hash"), str):
-            doc = docs.setdefault(line["doc_hash"], doc)
+            doc = docs.setdefault((line["doc_hash"], question_key(doc, line)), doc)
         key, filter_name = question_key(doc, line), str(line.get("filter", NO_FILTER))
         if (key, filter_name) in seen:  # lm-eval writes one line per document and filter
             duplicates += 1
@@ -362,7 +362,7 @@ def read_results_dirs(paths: Iterable[str | Path]) -> tuple[list[Run], list[Unre
     """Every run under the given lm-eval output folders, and what could not be read."""
     runs: list[Run] = []
     unreadable: list[Unreadable] = []
-    docs: dict[str, dict] = {}  # lm-eval's doc hash -> the document, shared by the runs of one question
+    docs: dict[tuple[str, str], dict] = {}  # (lm-eval's doc hash, question) -> the document its runs share
     for given in paths:
         path = Path(given).expanduser()
         if not path.exists():

@@ -239,9 +239,9 @@ def test_cli_writes_the_page_the_markdown_and_the_csv(runs, tmp_path):
     table = markdown.split("|---", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
     assert all(line.split(" | ")[0][2:].isdigit() for line in table[:4])
     assert sum(line.startswith("| baseline |") for line in table) == 4
-    assert "fin\\_agentbench\\_doc: ndcg@5 ↑" in markdown and "fin\\_ems: ems\\_offline\\_bertscore\\_f1 ↑" in markdown
+    assert "fin_agentbench_doc: ndcg@5 ↑" in markdown and "fin_ems: ems_offline_bertscore_f1 ↑" in markdown
     assert "parse_failure" not in markdown and "truncated" not in markdown  # headline table only
-    assert "[fin\\_ems](index.html#bench-fin_ems)" in markdown and "[model-index.yaml](../export/model-index.yaml)" in markdown
+    assert "[fin_ems](index.html#bench-fin_ems)" in markdown and "[model-index.yaml](../export/model-index.yaml)" in markdown
     assert "does not exist" in markdown
     rows = list(csv.DictReader(io.StringIO((out / "leaderboard.csv").read_text())))
     assert [r["kind"] for r in rows].count("model") == 4 and [r["kind"] for r in rows].count("baseline") == 4
@@ -479,8 +479,8 @@ def test_a_quantized_file_or_another_answer_budget_is_a_row_tagged_with_why(runs
     done = report_cli([runs["greedy"], quantized, runs["short"]], out)
     assert done.returncode == 0, done.stderr
     labels = sorted(row[1].split(" (")[0] for row in board_rows((out / "leaderboard.md").read_text()) if row[0].isdigit())
-    assert labels == sorted([MODEL, f"{MODEL} · gguf\\_file=SmolLM2-135M-Instruct-Q4\\_1.gguf",
-                             f"{MODEL} · max\\_gen\\_toks=32"])
+    assert labels == sorted([MODEL, f"{MODEL} · gguf_file=SmolLM2-135M-Instruct-Q4_1.gguf",
+                             f"{MODEL} · max_gen_toks=32"])
 
 
 def test_failure_rates_and_undefined_figures_are_on_the_board(runs, tmp_path):
@@ -510,9 +510,9 @@ def test_failure_rates_and_undefined_figures_are_on_the_board(runs, tmp_path):
     markdown = (out / "leaderboard.md").read_text()
     rows = {row[1].split(" (")[0]: row for row in board_rows(markdown)}
     assert rows["half-model"][2].endswith("✗") and rows["unreadable-model"][2] == "— ✗" and "✗" not in rows[MODEL][2]
-    assert "- half-model, fin\\_agentbench\\_doc ndcg@5: parse\\_failure 50% of the answers." in markdown
-    assert ("- unreadable-model, fin\\_agentbench\\_doc ndcg@5: undefined: no answer could be read (parse\\_failure 100%); "
-            "parse\\_failure 100% of the answers.") in markdown
+    assert "- half-model, fin_agentbench_doc ndcg@5: parse_failure 50% of the answers." in markdown
+    assert ("- unreadable-model, fin_agentbench_doc ndcg@5: undefined: no answer could be read (parse_failure 100%); "
+            "parse_failure 100% of the answers.") in markdown
 
 
 def test_papers_figure_sets_and_bertscore_scales_are_told_apart(runs, tmp_path):

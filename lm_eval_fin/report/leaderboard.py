@@ -9,7 +9,7 @@ own figure and stderr are used instead, with a note. Otherwise the cell is lm-ev
 reports as null (undefined in that run) has no cell.
 
 Baselines are computed by each benchmark's view on the documents the model rows logged (the
-union of their questions); reference rows are the papers' figures the views declare. Neither
+union of their questions, at most :data:`BASELINE_QUESTIONS` of them, spread evenly); reference rows are the papers' figures the views declare. Neither
 takes part in the standings; both are shown beside the models.
 """
 
@@ -32,6 +32,9 @@ _AGREE = 1e-6
 # read) above which every figure of the task carries a badge: a tenth of the answers unscored
 # moves a mean more than most intervals are wide
 FAILURE_THRESHOLD = 0.1
+# questions a task's baselines are computed on at most: some score with models (BERTScore), and a
+# baseline is a reference point whose interval a few hundred questions pin down
+BASELINE_QUESTIONS = 300
 FAILURE_RATES = re.compile(r"(?:.+_)?parse_failures?|(?:.+_)?judge_(?:failure|parse_failure)")
 
 
@@ -195,6 +198,12 @@ def baseline_rows(tasks: Sequence[str], catalog: Catalog, samples_of, settings: 
         samples = samples_of(task)
         if not samples:
             continue
+        if len(samples) > BASELINE_QUESTIONS:  # evenly spread over the questions, the same at each build
+            step = len(samples) / BASELINE_QUESTIONS
+            ordered = sorted(samples, key=lambda sample: sample.key)
+            notes.append(f"{task}: baselines on {BASELINE_QUESTIONS} of the {len(samples)} questions (every "
+                         f"{step:.3g}th by question id): a baseline's interval, not every question's answer")
+            samples = [ordered[int(n * step)] for n in range(BASELINE_QUESTIONS)]
         try:
             baselines: list[Baseline] = catalog.view(task).baselines(task, samples)
         except Exception as exc:  # noqa: BLE001 - a baseline that cannot be computed must not stop the report

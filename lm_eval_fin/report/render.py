@@ -17,6 +17,7 @@ import io
 import json
 import math
 import os
+import re
 import time
 import urllib.parse
 from collections.abc import Sequence
@@ -250,19 +251,22 @@ def render_answers(board: Leaderboard, section: TaskAnswers, part: int, title: s
         **_context(board, title, (), None), section=section, part=part, questions=section.part(part))
 
 
-_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|~"})
+_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]|~"})
+# an underscore opens or closes emphasis only at a word's edge: inside one (fin_ems) it stays as written
+_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 _HTML_SPECIAL = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
 
 
 def md_cell(text: Any) -> str:
-    """A text fit for one Markdown table cell, read as text by any renderer: one line, HTML's
+    r"""A text fit for one Markdown table cell, read as text by any renderer: one line, HTML's
     and Markdown's special characters escaped (a model id or ``--name`` holding ``<img ...>``,
     ``[x](javascript:...)`` or ``|`` shows as written).
 
-    >>> md_cell('<img src=x onerror=alert(1)> a|b *c* [d](e)')
-    '&lt;img src=x onerror=alert(1)&gt; a\\|b \\*c\\* \\[d\\](e)'
+    >>> print(md_cell('<img src=x onerror=alert(1)> a|b *c* [d](e) _f_ g_h'))
+    &lt;img src=x onerror=alert(1)&gt; a\|b \*c\* \[d\](e) \_f\_ g_h
     """
-    return " ".join(str(text).split()).translate(_HTML_SPECIAL).translate(_MARKDOWN_SPECIAL)
+    text = " ".join(str(text).split()).translate(_HTML_SPECIAL).translate(_MARKDOWN_SPECIAL)
+    return _EDGE_UNDERSCORE.sub(r"\\_", text)
 
 
 def md_link(path: Any) -> str:

@@ -271,16 +271,21 @@ def group_rows(runs: Sequence[Run], names: dict[str, str] | None = None) -> list
                 extra[tags].append(row)
                 model_rows.append(row)
         rows += model_rows
-    for item in earlier:
-        given = names.get(str(item.run.results_dir)) or None
-        row = next((row for row in rows if row.given_name == given and any(
-            run.model_id == item.run.model_id and item.task in run.tasks for run in row.runs)), None)
-        if row is not None:
-            row.earlier.append(item)
+    attach_earlier(rows, earlier, names)
     for number, row in enumerate(rows, start=1):
         row.index = number
     name_rows(rows)
     return rows
+
+
+def attach_earlier(rows: Sequence[Row], earlier: Sequence[Earlier], names: dict[str, str]) -> None:
+    """Each run left out to the row that shows a later run of its model and task."""
+    for item in earlier:
+        name = names.get(str(item.run.results_dir)) or None
+        shown = next((row for row in rows if row.given_name == name and any(
+            run.model_id == item.run.model_id and item.task in run.tasks for run in row.runs)), None)
+        if shown is not None:
+            shown.earlier.append(item)
 
 
 def name_rows(rows: Sequence[Row]) -> None:

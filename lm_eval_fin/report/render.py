@@ -12,6 +12,7 @@ is not a number is a dash or an empty field.
 from __future__ import annotations
 
 import csv
+import html
 import importlib.metadata
 import io
 import json
@@ -26,7 +27,6 @@ from typing import Any
 
 import jinja2
 import markupsafe
-from markupsafe import escape
 
 from lm_eval_fin.report import plots, stats
 from lm_eval_fin.report.answers import SubsetTable, TaskAnswers, page_of, slug
@@ -87,6 +87,10 @@ def relative_path(path: Path, out: Path) -> str:
     return Path(os.path.relpath(Path(path).resolve(), out.resolve())).as_posix()
 
 
+def _escape(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
 def blocks_html(blocks: Sequence[Block]) -> markupsafe.Markup:
     """A view's blocks as HTML, every text escaped (what the answers pages' template would write
     with a macro per block, at a tenth of the cost: a board of 100 runs has 100,000 answers)."""
@@ -94,16 +98,16 @@ def blocks_html(blocks: Sequence[Block]) -> markupsafe.Markup:
     for block in blocks:
         out.append('<div class="block">')
         if block.title:
-            out.append(f'<div class="title">{escape(block.title)}</div>')
+            out.append(f'<div class="title">{_escape(block.title)}</div>')
         if block.kind == "text":
-            out.append(f'<div class="text {escape(block.cls)}">{escape(block.text)}</div>')
+            out.append(f'<div class="text {_escape(block.cls)}">{_escape(block.text)}</div>')
         elif block.kind == "facts":
-            out.append('<dl class="facts">' + "".join(f"<dt>{escape(label)}</dt><dd>{escape(value)}</dd>"
+            out.append('<dl class="facts">' + "".join(f"<dt>{_escape(label)}</dt><dd>{_escape(value)}</dd>"
                                                       for label, value in block.items) + "</dl>")
         elif block.kind == "table":
-            header = ("<thead><tr>" + "".join(f"<th>{escape(h)}</th>" for h in block.header) + "</tr></thead>"
+            header = ("<thead><tr>" + "".join(f"<th>{_escape(h)}</th>" for h in block.header) + "</tr></thead>"
                       if block.header else "")
-            body = "".join("<tr>" + "".join(f'<td class="{escape(cell.cls)}">{escape(cell.text)}</td>' for cell in row)
+            body = "".join("<tr>" + "".join(f'<td class="{_escape(cell.cls)}">{_escape(cell.text)}</td>' for cell in row)
                            + "</tr>" for row in block.rows)
             out.append(f'<div class="scroll"><table>{header}<tbody>{body}</tbody></table></div>')
         out.append("</div>\n")

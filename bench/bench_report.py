@@ -240,8 +240,8 @@ def board_scale(bases: list[Path], runs: int, questions: int) -> list[dict]:
         label = f"{runs} runs x {questions} answers per task"
         return [
             {"figure": f"report board, {label}: build time (s)", "ours": seconds, "unit": "s",
-             "note": f"`lm-eval-fin report` in a child process; {in_bytes / 1e6:.0f} MB of lm-eval files in; "
-                     f"synthesising them took {made_s:.0f} s"},
+             "note": f"`lm-eval-fin report` in a child process, {usage.ru_utime + usage.ru_stime:.0f} s of CPU; "
+                     f"{in_bytes / 1e6:.0f} MB of lm-eval files in; synthesising them took {made_s:.0f} s"},
             {"figure": f"report board, {label}: peak RSS (MB)", "ours": peak_mb, "unit": "MB",
              "note": "the report process's maximum resident set (os.wait4)"},
             {"figure": f"report board, {label}: index.html (MB)", "ours": pages["index.html"] / 1e6, "unit": "MB",

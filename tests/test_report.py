@@ -291,7 +291,7 @@ def test_names_are_plain_text_in_markdown_and_csv(runs, tmp_path):
 # ------------------------------------------------------------------------------ browser
 
 
-def shown_run(task: str, row: int) -> str:
+def shown_run(task: str, row: int | str) -> str:
     """Whether the page's answer filter of ``task`` shows row ``row`` (set by its hash route)."""
     return f"(document.querySelector('#answers-{task} .filters a.on') || {{}}).getAttribute?.('data-row') === '{row}'"
 
@@ -457,7 +457,9 @@ def test_a_run_its_scorings_and_settings_that_change_no_answer_are_one_row(runs,
     later = only(again, "results_*.json")
     # the run read twice (its folder, and its copy that score wrote into) and the earlier run
     assert html.count("the same answers, scored earlier") == 2 and html.count("an earlier run with the same settings") == 1
-    shown = re.search(r'<details class="panel run".*?</details>', html, re.DOTALL).group(0)
+    panel = re.search(r'<details class="panel run".*?</details>', html, re.DOTALL)
+    assert panel is not None
+    shown = panel.group(0)
     assert later.name in shown.split("Runs this row shows a later one of")[0]
     board = build_report([runs["greedy"], scored, again, runs["ems"]], benchmarks=BENCHMARKS)
     (row,) = board.models

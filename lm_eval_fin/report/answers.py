@@ -22,6 +22,8 @@ def slug(text: str) -> str:
 
 # questions per answers page: with a hundred rows, 25 questions make a page of a few megabytes
 QUESTIONS_PER_PAGE = 25
+# answers of a question above which its summary line says how many and their mean, not a chip each
+CHIP_LIMIT = 12
 
 
 def page_of(task: str, part: int = 0) -> str:
@@ -63,6 +65,11 @@ class QuestionView:
     @property
     def blocks(self) -> list[Block]:
         return _safe(self.view.question, self.sample)
+
+    @property
+    def mean_headline(self) -> float | None:
+        """The mean of the answers' headline values (None without one)."""
+        return _mean([answer.headline for answer in self.answers if answer.headline is not None])
 
 
 @dataclass

@@ -29,7 +29,7 @@ import jinja2
 import markupsafe
 
 from lm_eval_fin.report import plots, stats
-from lm_eval_fin.report.answers import SubsetTable, TaskAnswers, page_of, slug
+from lm_eval_fin.report.answers import CHIP_LIMIT, SubsetTable, TaskAnswers, page_of, slug
 from lm_eval_fin.report.blocks import Block
 from lm_eval_fin.report.judge_agreement import JudgeAgreement
 from lm_eval_fin.report.leaderboard import FAILURE_THRESHOLD, Leaderboard
@@ -278,7 +278,8 @@ def render_html(board: Leaderboard, answers: Sequence[TaskAnswers], subsets: dic
 def render_answers(board: Leaderboard, section: TaskAnswers, part: int, title: str, out: Path | None = None) -> str:
     """The ``part``-th page of one task's answers (``section.pages``, beside index.html)."""
     return _environment(True, out).get_template("answers.html.j2").render(
-        **_context(board, title, (), None), section=section, part=part, questions=section.part(part))
+        **_context(board, title, (), None), section=section, part=part, questions=section.part(part),
+        chip_limit=CHIP_LIMIT)
 
 
 _MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]|~"})

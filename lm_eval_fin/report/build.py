@@ -59,7 +59,7 @@ def write_report(
     export_dir: str | os.PathLike | None = None,
     agreement: JudgeAgreement | None = None,
 ) -> Path:
-    """Write ``index.html``, ``leaderboard.md`` and ``leaderboard.csv`` of the runs under
+    """Write ``index.html``, its answers pages, ``leaderboard.md`` and ``leaderboard.csv`` of the runs under
     ``results_dirs`` (lm-eval ``--output_path`` folders) into ``output_path``; returns the
     path of ``index.html``. Runs that cannot be read are listed on the page and in the
     Markdown; use :func:`write_report_files` for the leaderboard and the timing too."""

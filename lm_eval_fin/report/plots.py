@@ -17,8 +17,8 @@ from lm_eval_fin.runfiles import run_settings
 # Okabe-Ito and Tableau hues: distinguishable, and legible in print
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#7f7f7f", "#F0E442", "#8c564b", "#17becf")
 
-BAR_WIDTH = 420
-LABEL_MARGIN = 140  # the model's name, cut to fit (whole in the bar's tooltip)
+BAR_WIDTH = 440
+LABEL_MARGIN = 160  # the model's name, cut to fit (whole in the bar's tooltip)
 BAR_HEIGHT = 14
 BAR_GAP = 4
 AXIS_HEIGHT = 18

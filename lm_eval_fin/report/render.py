@@ -1,5 +1,6 @@
-"""Rendering a report: ``index.html`` (one self-contained page), ``leaderboard.md`` (the
-headline table, details linked) and ``leaderboard.csv`` (every figure).
+"""Rendering a report: ``index.html`` (the board, self-contained), ``answers-<task>[-<n>].html``
+(every answer, a page per task and 25 questions), ``leaderboard.md`` (the headline table,
+details linked) and ``leaderboard.csv`` (every figure).
 
 The page and the Markdown come from Jinja2 templates in ``templates/``; the HTML environment
 autoescapes everything, and the page carries no data as script: model output reaches it only
@@ -75,10 +76,18 @@ def arrow(higher_is_better: bool | None) -> str:
     return "↑" if higher_is_better else "↓" if higher_is_better is False else ""
 
 
-def short(text: Any, width: int = 24) -> str:
-    """A label cut to fit a chart or a chip (the whole label is in its tooltip)."""
+def short(text: Any, width: int = 28) -> str:
+    """A label cut to fit a chart or a chip, in its middle: the model's name begins it and the
+    tags that set its row apart end it (the whole label is in its tooltip).
+
+    >>> short("SmolLM2-135M-Instruct · max_gen_toks=32")
+    'SmolLM2-13…· max_gen_toks=32'
+    """
     text = str(text)
-    return text if len(text) <= width else text[: width - 1] + "…"
+    if len(text) <= width:
+        return text
+    head = (width - 1) * 2 // 5
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
 
 
 def relative_path(path: Path, out: Path) -> str:

@@ -566,3 +566,19 @@ def test_answers_are_paged_and_the_board_page_stays_small(runs, tmp_path):
     assert '<details class="question"' not in index and 'href="answers-fin_agentbench_doc.html"' in index
     first = (out / "answers-fin_agentbench_doc.html").read_text()
     assert 'href="answers-fin_agentbench_doc-2.html"' in first and 'href="answers-fin_agentbench_doc-3.html"' in first
+
+
+def test_a_question_answered_by_many_rows_sums_them_in_its_summary(runs, tmp_path):
+    copies = []
+    for n in range(13):
+        copy = copy_run(runs["greedy"], tmp_path / f"copy{n}")
+        rename_model(copy, f"model-{n:02d}")
+        copies.append(copy)
+    out = tmp_path / "report"
+    done = report_cli(copies, out)
+    assert done.returncode == 0, done.stderr
+    page = (out / "answers-fin_agentbench_doc.html").read_text()
+    summaries = re.findall(r"<summary>(.*?)</summary>", page, re.DOTALL)
+    assert len(summaries) == 2 and all("13 answers · ndcg@5 mean" in text and 'class="chip' not in text
+                                       for text in summaries)
+    assert page.count('<div class="answer"') == 26  # every answer still on the page

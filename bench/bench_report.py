@@ -11,6 +11,7 @@ the same run: reading the inputs (``json.loads`` of every results and samples fi
 time, the inputs' bytes for the size, and a matplotlib SVG of one bar chart for the plots.
 
     python bench/bench_report.py [--runs DIR ...] [--screenshot docs/report.png] [--questions 300]
+    python bench/bench_report.py --runs DIR ... --board 100 1000   # the board-scale case alone
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import random
 import re
 import shutil
@@ -78,6 +80,7 @@ def _more_questions(lines: list[dict], questions: int) -> list[dict]:
         if n >= len(lines):
             line["doc_id"] = n
             line["doc"]["id"] = f"{line['doc']['id']}~{n // len(lines)}"
+            line["doc_hash"] = f"{line.get('doc_hash', '')}~{n // len(lines)}"
         more.append(line)
     return more
 
@@ -212,12 +215,56 @@ def run(given: list[str] | None = None, screenshot_path: str | None = None, ques
     return rows
 
 
+def board_scale(bases: list[Path], runs: int, questions: int) -> list[dict]:
+    """`lm-eval-fin report` of ``runs`` synthesised runs of ``questions`` answers per task, as a
+    user runs it (a child process): wall time, the child's peak RSS, the page a browser opens
+    first and the largest answers page."""
+    with tempfile.TemporaryDirectory(prefix="bench-report-board-") as tmp:
+        root = Path(tmp)
+        start = time.perf_counter()
+        folders = [synthesise(bases[n % len(bases)], root / f"run{n:03d}", n, questions) for n in range(runs)]
+        made_s = time.perf_counter() - start
+        in_bytes = sum(f.stat().st_size for folder in folders for f in folder.rglob("*.json*"))
+        out = root / "out"
+        start = time.perf_counter()
+        child = subprocess.Popen([BIN / "lm-eval-fin", "report", *map(str, folders), "--output_path", str(out)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds = time.perf_counter() - start
+        stdout = child.stdout.read().decode() if child.stdout else ""
+        if status != 0:
+            raise RuntimeError(f"lm-eval-fin report exited {status}: {stdout}")
+        peak_mb = usage.ru_maxrss / 1024  # kB on Linux
+        pages = {path.name: path.stat().st_size for path in out.glob("*.html")}
+        answers = {name: size for name, size in pages.items() if name.startswith("answers-")}
+        label = f"{runs} runs x {questions} answers per task"
+        return [
+            {"figure": f"report board, {label}: build time (s)", "ours": seconds, "unit": "s",
+             "note": f"`lm-eval-fin report` in a child process, {usage.ru_utime + usage.ru_stime:.0f} s of CPU; "
+                     f"{in_bytes / 1e6:.0f} MB of lm-eval files in; synthesising them took {made_s:.0f} s"},
+            {"figure": f"report board, {label}: peak RSS (MB)", "ours": peak_mb, "unit": "MB",
+             "note": "the report process's maximum resident set (os.wait4)"},
+            {"figure": f"report board, {label}: index.html (MB)", "ours": pages["index.html"] / 1e6, "unit": "MB",
+             "note": "the page a browser opens first"},
+            {"figure": f"report board, {label}: largest answers page (MB)", "ours": max(answers.values(), default=0) / 1e6,
+             "unit": "MB", "note": f"{len(answers)} answers pages, {sum(answers.values()) / 1e6:.0f} MB in all"},
+        ]
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", nargs="+", help="existing lm-eval output folders to start from")
     parser.add_argument("--screenshot", help="write a PNG of the 3-run report's page here")
     parser.add_argument("--questions", type=int, default=0,
                         help="also 20 runs with their questions repeated up to this many per run")
+    parser.add_argument("--board", nargs=2, type=int, metavar=("RUNS", "QUESTIONS"),
+                        help="only the board-scale case: RUNS runs of QUESTIONS answers per task, made from --runs")
     arguments = parser.parse_args()
-    for row in run(arguments.runs, arguments.screenshot, arguments.questions):
-        print(row)
+    if arguments.board:
+        if not arguments.runs:
+            parser.error("--board needs --runs (the base runs to synthesise from)")
+        for row in board_scale([Path(p) for p in arguments.runs], *arguments.board):
+            print(row)
+    else:
+        for row in run(arguments.runs, arguments.screenshot, arguments.questions):
+            print(row)

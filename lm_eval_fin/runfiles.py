@@ -40,13 +40,13 @@ SAMPLES_FILE = re.compile(
 NO_FILTER = "none"
 # lm-eval's placeholder metric of a --predict_only run: no figure
 PREDICT_ONLY_METRIC = "bypass"
-# the lm-eval model ``lm-eval-fin score`` replays logged answers with: its results file is the
-# scored run of the --predict_only run beside it
-SCORE_MODEL = "fin-replay"
 # keys of a task's results entry that are not metrics
 _NOT_METRICS = {"alias", "name", "sample_len", "samples", " "}
 # model arguments that name the model evaluated, first found wins
 MODEL_ID_ARGS = ("pretrained", "model", "model_name", "path")
+# the lm-eval model `lm-eval-fin score` replays logged answers with: its runs hold another run's
+# answers (a results file of it beside a --predict_only run is that run scored)
+REPLAY_MODEL = "fin-replay"
 
 
 class RunError(Exception):
@@ -142,6 +142,11 @@ class Run:
     def model(self) -> str:
         """The model's short name: the last part of its path or hub id."""
         return short_name(self.model_id)
+
+    @property
+    def replayed(self) -> bool:
+        """Whether ``lm-eval-fin score`` wrote this run from another run's logged answers."""
+        return self.config.get("model") == REPLAY_MODEL
 
 
 @dataclass(frozen=True)
@@ -286,10 +291,12 @@ class SamplesRead:
     documents: int
 
 
-def task_samples(path: Path, metrics: dict[str, Metric]) -> SamplesRead:
+def task_samples(path: Path, metrics: dict[str, Metric], docs: dict | None = None) -> SamplesRead:
     """The samples of one task from lm-eval's samples file, each document's defined metric
     values and scored-answer record. A line that is cut or not JSON raises :class:`RunError`
-    naming the file and line."""
+    naming the file and line. ``docs``: documents read before (from other runs of the same
+    questions), by lm-eval's doc hash: an equal one is shared, so that a hundred runs of a task
+    hold its documents once."""
     by_filter: dict[str, list[Metric]] = {}
     for metric in metrics.values():
         by_filter.setdefault(metric.filter, []).append(metric)
@@ -310,6 +317,8 @@ def task_samples(path: Path, metrics: dict[str, Metric]) -> SamplesRead:
             line_hashes = None
         doc_ids.add(json.dumps(line.get("doc_id")))
         doc = line["doc"] if isinstance(line["doc"], dict) else {"value": line["doc"]}
+        if docs is not None and isinstance(line.get("doc_hash"), str):
+            doc = docs.setdefault((line["doc_hash"], question_key(doc, line)), doc)
         key, filter_name = question_key(doc, line), str(line.get("filter", NO_FILTER))
         if (key, filter_name) in seen:  # lm-eval writes one line per document and filter
             duplicates += 1
@@ -360,7 +369,7 @@ def _samples_match(task_run: TaskRun, samples_path: Path, results: dict, read: S
                        f"computed on (lm-eval's task hash differs): the samples of another run?")
 
 
-def read_run(results_path: Path, results_dir: Path) -> Run:
+def read_run(results_path: Path, results_dir: Path, docs: dict | None = None) -> Run:
     """One lm-eval run: its results file, and its samples files where they were logged.
     Raises :class:`RunError` when the results file itself cannot be used. Tasks with no
     figure (a ``--predict_only`` run) and groups (their figures aggregate their tasks') are
@@ -403,7 +412,7 @@ def read_run(results_path: Path, results_dir: Path) -> Run:
         samples_path = folder / f"samples_{task}_{date}.jsonl"
         if samples_path.is_file():
             try:
-                read = task_samples(samples_path, metrics)
+                read = task_samples(samples_path, metrics, docs)
             except (OSError, UnicodeDecodeError) as exc:
                 raise RunError(f"cannot read {samples_path}: {exc}") from None
             _samples_match(task_run, samples_path, results, read)
@@ -446,6 +455,7 @@ def read_results_dirs(paths: Iterable[str | Path]) -> tuple[list[Run], list[Unre
     """Every run under the given lm-eval output folders, and what could not be read."""
     runs: list[Run] = []
     unreadable: list[Unreadable] = []
+    docs: dict[tuple[str, str], dict] = {}  # (lm-eval's doc hash, question) -> the document its runs share
     for given in paths:
         path = Path(given).expanduser()
         if not path.exists():
@@ -459,7 +469,7 @@ def read_results_dirs(paths: Iterable[str | Path]) -> tuple[list[Run], list[Unre
         unscored: list[tuple[Path, PredictOnlyRun]] = []
         for file in files:
             try:
-                found.append(read_run(file, path))
+                found.append(read_run(file, path, docs))
             except PredictOnlyRun as exc:
                 unscored.append((file, exc))
             except RunError as exc:
@@ -477,7 +487,7 @@ def scored_later(results_path: Path, tasks: frozenset[str], runs: Iterable[Run])
     match = RESULTS_FILE.match(results_path.name)
     date = match["date"] if match else ""
     scored = {task for run in runs if run.source.parent == results_path.parent and run.date > date
-              and run.config.get("model") == SCORE_MODEL for task in run.tasks}
+              and run.replayed for task in run.tasks}
     return bool(tasks) and tasks <= scored
 
 

@@ -175,3 +175,58 @@ def echo_copy(source: Path, target: Path, model: str = "echo-model") -> Path:
         higher["degenerate_answer"] = False
     results_path.write_text(json.dumps(results))
     return target
+
+
+def redate(folder: Path, date: str) -> None:
+    """Rename a run's files to another lm-eval run id (a run made at another time)."""
+    for path in list(folder.rglob("results_*.json")) + list(folder.rglob("samples_*.jsonl")):
+        old = path.stem.rsplit("_", 1)[-1]
+        path.rename(path.with_name(path.name.replace(old, date)))
+
+
+def rewrite_samples(folder: Path, change) -> None:
+    """Apply ``change(line)`` to every sample line, and set lm-eval's figures to the lines' means."""
+    samples_path = only(folder, "samples_*.jsonl")
+    lines = read_lines(samples_path)
+    for line in lines:
+        change(line)
+    write_lines(samples_path, lines)
+    results_path = only(folder, "results_*.json")
+    results = json.loads(results_path.read_text())
+    for entry in results["results"].values():
+        for key in list(entry):
+            metric = key.removesuffix(",none")
+            if key.endswith(",none") and not metric.endswith("_stderr") and metric in lines[0]:
+                values = [line[metric] for line in lines if isinstance(line.get(metric), (int, float))]
+                entry[key] = sum(values) / len(values) if values else None
+    results_path.write_text(json.dumps(results))
+
+
+def set_model_args(folder: Path, **args) -> None:
+    results_path = only(folder, "results_*.json")
+    results = json.loads(results_path.read_text())
+    results["config"]["model_args"].update(args)
+    results_path.write_text(json.dumps(results))
+
+
+def rename_task(folder: Path, old: str, new: str) -> None:
+    """The run as if it had been a run of task ``new`` (same answers and figures)."""
+    results_path = only(folder, "results_*.json")
+    results = json.loads(results_path.read_text().replace(f'"{old}"', f'"{new}"'))
+    results_path.write_text(json.dumps(results))
+    samples_path = only(folder, f"samples_{old}_*.jsonl")
+    samples_path.rename(samples_path.with_name(samples_path.name.replace(f"samples_{old}_", f"samples_{new}_")))
+
+
+def more_questions(folder: Path, questions: int) -> None:
+    """The run's samples repeated under new question ids up to ``questions`` of them."""
+    samples_path = only(folder, "samples_*.jsonl")
+    lines = read_lines(samples_path)
+    more = []
+    for n in range(questions):
+        line = json.loads(json.dumps(lines[n % len(lines)]))
+        line["doc_id"] = n
+        line["doc"]["id"] = f"{line['doc']['id']}~{n}"
+        line["doc_hash"] = f"{line.get('doc_hash', '')}~{n}"
+        more.append(line)
+    write_lines(samples_path, more)

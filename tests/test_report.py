@@ -8,15 +8,19 @@ sampled and with a shorter answer budget, on fin_ems offline with max_gen_toks=6
 random model on fin_agentbench_doc."""
 
 import csv
+import html as html_text
 import io
 import json
 import math
 import os
+import re
 import subprocess
 import sys
+import urllib.parse
 from pathlib import Path
 
 import pytest
+from markdown_it import MarkdownIt
 
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.benchmarks.fin_agentbench.score import score_ranking
@@ -31,7 +35,13 @@ from tests.report_runs import (
     echo_copy,
     hostile_copy,
     make_runs,
+    more_questions,
     only,
+    redate,
+    rename_model,
+    rename_task,
+    rewrite_samples,
+    set_model_args,
 )
 
 BIN = Path(sys.executable).parent
@@ -232,7 +242,7 @@ def test_cli_writes_the_page_the_markdown_and_the_csv(runs, tmp_path):
     assert all(line.split(" | ")[0][2:].isdigit() for line in table[:4])
     assert sum(line.startswith("| baseline |") for line in table) == 4
     assert "fin_agentbench_doc: ndcg@5 ↑" in markdown and "fin_ems: ems_offline_bertscore_f1 ↑" in markdown
-    assert "parse_failure" not in markdown and "truncated" not in markdown  # headline table only
+    assert "parse_failure" not in "\n".join(table) and "truncated" not in markdown  # headline table only
     assert "[fin_ems](index.html#bench-fin_ems)" in markdown and "[model-index.yaml](../export/model-index.yaml)" in markdown
     assert "does not exist" in markdown
     rows = list(csv.DictReader(io.StringIO((out / "leaderboard.csv").read_text())))
@@ -248,6 +258,18 @@ def test_cli_writes_the_page_the_markdown_and_the_csv(runs, tmp_path):
                     if w in text]
     assert "does not exist" in html and "http://" not in html.replace("http://www.w3.org/2000/svg", "")
     assert 'href="../export/data/"' in html
+    # every file the page was built from, linked relative to it (no absolute path), and the report's own files
+    links = set(re.findall(r'href="([^"#]+)"', html))
+    sources = {only(runs[name], pattern) for name in ORDER for pattern in ("results_*.json", "samples_*.jsonl")}
+    assert {(out / urllib.parse.unquote(link)).resolve() for link in links} >= sources
+    assert {"leaderboard.md", "leaderboard.csv", "answers-fin_ems.html", "answers-fin_agentbench_doc.html"} <= links
+    assert not [link for link in links if link.startswith("/")]
+    assert all((out / page).is_file() for page in ("answers-fin_ems.html", "answers-fin_agentbench_doc.html"))
+    built_from = re.findall(r"\]\(([^)]+\.jsonl?)\)", markdown)
+    assert {(out / urllib.parse.unquote(link)).resolve() for link in built_from} == sources
+    # the answers are on their own pages, the board page carries none
+    answer = html_text.escape(json.loads(only(runs["greedy"], "samples_*.jsonl").read_text().splitlines()[0])["resps"][0][0])
+    assert answer not in html and answer in (out / "answers-fin_agentbench_doc.html").read_text()
 
 
 def test_hostile_text_is_escaped_everywhere(runs, tmp_path):
@@ -271,7 +293,7 @@ def test_names_are_plain_text_in_markdown_and_csv(runs, tmp_path):
 # ------------------------------------------------------------------------------ browser
 
 
-def shown_run(task: str, row: int) -> str:
+def shown_run(task: str, row: int | str) -> str:
     """Whether the page's answer filter of ``task`` shows row ``row`` (set by its hash route)."""
     return f"(document.querySelector('#answers-{task} .filters a.on') || {{}}).getAttribute?.('data-row') === '{row}'"
 
@@ -319,14 +341,6 @@ def test_the_page_in_headless_chromium(runs, tmp_path):
         # the echo is flagged in the table and its answers on the page
         echo_row = next(row for row in table if row["label"] == "echo-model")
         assert echo_row["flag"]
-        echo_index = next(row.index for row in board.models if row.label == "echo-model")
-        assert browser.evaluate("document.querySelectorAll('#answers-fin_agentbench_doc .answer[data-row=\"%d\"]"
-                                "[data-degenerate] .degenerate-flag').length" % echo_index) == 2
-        # a warning chip in its question's summary for every degenerate answer (the echo's two, and
-        # any of the real runs' own)
-        chips = browser.evaluate("document.querySelectorAll('#answers-fin_agentbench_doc summary .chip.degenerate').length")
-        flagged = browser.evaluate("document.querySelectorAll('#answers-fin_agentbench_doc .answer[data-degenerate]').length")
-        assert chips == flagged >= 2
 
         # the search box filters the rows; the column filter hides a benchmark's column
         browser.evaluate(search("tiny"))
@@ -353,9 +367,21 @@ def test_the_page_in_headless_chromium(runs, tmp_path):
         assert browser.evaluate("Array.from(document.querySelectorAll('#bench-fin_ems h4')).map(h => h.textContent)"
                                 ).count("ems_offline_bertscore_f1 by question") == 1
 
-        # a per-answer view reached from the answers filter: the EMS points the record logged
+        # a sort cue on every sortable heading: ⇅ until sorted, then ▲ or ▼
+        cues = browser.evaluate("Array.from(document.querySelectorAll('#board th[data-col]')).map(th => "
+                                "getComputedStyle(th, '::after').content)")
+        assert cues[2] == '" ▼"' and set(cues[:2] + cues[3:]) == {'" ⇅"'}
+        # charts and tables name the rows as the board does: no line numbers
+        bar_labels = browser.evaluate("Array.from(document.querySelectorAll('#bench-fin_agentbench figure.bars')[0]"
+                                      ".querySelectorAll('g.bar > text')).map(t => t.textContent)")
+        assert "SmolLM2-135M-Instruct" in bar_labels and not [label for label in bar_labels if label.startswith("#")]
+        assert browser.evaluate("Array.from(document.querySelectorAll('body > :not(script)')).map(e => e.textContent)"
+                                ".join(' ').match(/#\\d+ [A-Za-z]/g)") is None
+
+        # the answers, on their own page per task, reached from the board's links
         ems_row = next(row.index for row in board.models if "fin_ems" in row.tasks)
-        browser.evaluate(f"location.hash = '#answers-fin_ems-r{ems_row}'")
+        browser.evaluate(f"document.querySelector('#answers a[href=\"answers-fin_ems.html#answers-fin_ems-r{ems_row}\"]').click()")
+        browser.wait_until("location.pathname.endsWith('answers-fin_ems.html')")
         browser.wait_until(shown_run("fin_ems", ems_row))
         view = browser.evaluate(f"""(() => {{
             const question = document.querySelector('#answers-fin_ems details.question:not([hidden])');
@@ -367,9 +393,194 @@ def test_the_page_in_headless_chromium(runs, tmp_path):
 
         # hostile answers are text on the page, not markup
         hostile_row = next(row.index for row in board.models if row.model_id == HOSTILE)
-        browser.evaluate(f"location.hash = '#answers-fin_agentbench_doc-r{hostile_row}'")
+        browser.open((page.parent / "answers-fin_agentbench_doc.html").as_uri() + f"#answers-fin_agentbench_doc-r{hostile_row}")
         browser.wait_until(shown_run("fin_agentbench_doc", hostile_row))
+        # the echo's answers flagged on the page, a warning chip in its question's summary for every
+        # degenerate answer (the echo's two, and any of the real runs' own)
+        browser.evaluate("location.hash = '#answers-fin_agentbench_doc-all'")
+        browser.wait_until(shown_run("fin_agentbench_doc", "all"))
+        echo_index = next(row.index for row in board.models if row.label == "echo-model")
+        assert browser.evaluate("document.querySelectorAll('#answers-fin_agentbench_doc .answer[data-row=\"%d\"]"
+                                "[data-degenerate] .degenerate-flag').length" % echo_index) == 2
+        # a warning chip in its question's summary for every degenerate answer (the echo's two, and
+        # any of the real runs' own)
+        chips = browser.evaluate("document.querySelectorAll('#answers-fin_agentbench_doc summary .chip.degenerate').length")
+        flagged = browser.evaluate("document.querySelectorAll('#answers-fin_agentbench_doc .answer[data-degenerate]').length")
+        assert chips == flagged >= 2
         shown = browser.evaluate(f"document.querySelector('#answers-fin_agentbench_doc .answer[data-row=\"{hostile_row}\"]').innerText")
         assert HOSTILE in shown and browser.evaluate("window.__pwned === undefined")
         assert browser.evaluate("document.querySelectorAll('.answer img').length") == 0
         assert not math.isnan(float(table[0]["ndcg"]))
+
+
+# ------------------------------------------------------------------- issue 32: the board
+
+
+def report_cli(folders, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run([BIN / "lm-eval-fin", "report", *map(str, folders), "--output_path", str(out),
+                           "--bootstrap_iters", "200", *extra], check=False, capture_output=True, text=True, timeout=600)
+
+
+def board_rows(markdown: str) -> list[list[str]]:
+    """The cells of the Markdown board's lines."""
+    table = markdown.split("|---", 1)[1].split("\n\n", 1)[0].splitlines()[1:]
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in table]
+
+
+def test_a_run_its_scorings_and_settings_that_change_no_answer_are_one_row(runs, tmp_path):
+    # the documented flow: run, then `lm-eval-fin score` writes a new run from its answers beside it
+    scored = copy_run(runs["greedy"], tmp_path / "scored")
+    done = subprocess.run([BIN / "lm-eval-fin", "score", str(scored), "--judge", "none"],
+                          check=False, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert len(list(scored.rglob("results_*.json"))) == 2
+    # a later run of the same model and settings on another machine: batch size, device and dtype on
+    # CPU differ, one answer differs (sampling noise), and its files carry a later date
+    again = copy_run(runs["greedy"], tmp_path / "again")
+    set_model_args(again, dtype="bfloat16", device="cpu", batch_size=16)
+    first = [True]
+
+    def other_answer(line):
+        if first.pop() if first else False:
+            line["resps"] = [["[1, 0]"]]
+            record = json.loads(line["filtered_resps"][0])
+            record["answer"] = "[1, 0]"
+            line["filtered_resps"] = [json.dumps(record)]
+    rewrite_samples(again, other_answer)
+    redate(again, "2099-01-01T00-00-00.000000")
+    out = tmp_path / "report"
+    done = report_cli([runs["greedy"], scored, again, runs["ems"]], out)
+    assert done.returncode == 0, done.stderr
+    assert "4 runs in 1 model rows" in done.stdout or "in 1 model rows" in done.stdout  # one model, one row
+    models = [row for row in board_rows((out / "leaderboard.md").read_text()) if row[0].isdigit()]
+    assert len(models) == 1 and models[0][1].startswith(MODEL + " (") and "·" not in models[0][1]
+    html = (out / "index.html").read_text()
+    # the latest run of the task is shown; the run and its scoring are named under the row's provenance
+    later = only(again, "results_*.json")
+    # the run read twice (its folder, and its copy that score wrote into) and the earlier run
+    assert html.count("the same answers, scored earlier") == 2 and html.count("an earlier run with the same settings") == 1
+    panel = re.search(r'<details class="panel run".*?</details>', html, re.DOTALL)
+    assert panel is not None
+    shown = panel.group(0)
+    assert later.name in shown.split("Runs this row shows a later one of")[0]
+    board = build_report([runs["greedy"], scored, again, runs["ems"]], benchmarks=BENCHMARKS)
+    (row,) = board.models
+    assert row.tasks == ["fin_agentbench_doc", "fin_ems"] and row.runs[0].source == later
+    assert {item.why for item in row.earlier} == {"the same answers, scored earlier", "an earlier run with the same settings"}
+
+
+def test_a_quantized_file_or_another_answer_budget_is_a_row_tagged_with_why(runs, tmp_path):
+    quantized = copy_run(runs["greedy"], tmp_path / "quantized")
+    set_model_args(quantized, gguf_file="SmolLM2-135M-Instruct-Q4_1.gguf")
+
+    def changed(line):
+        line["resps"] = [["[0]"]]
+        record = json.loads(line["filtered_resps"][0])
+        record["answer"] = "[0]"
+        line["filtered_resps"] = [json.dumps(record)]
+    rewrite_samples(quantized, changed)
+    out = tmp_path / "report"
+    done = report_cli([runs["greedy"], quantized, runs["short"]], out)
+    assert done.returncode == 0, done.stderr
+    labels = sorted(row[1].split(" (")[0] for row in board_rows((out / "leaderboard.md").read_text()) if row[0].isdigit())
+    assert labels == sorted([MODEL, f"{MODEL} · gguf_file=SmolLM2-135M-Instruct-Q4_1.gguf",
+                             f"{MODEL} · max_gen_toks=32"])
+
+
+def test_failure_rates_and_undefined_figures_are_on_the_board(runs, tmp_path):
+    # one run whose answers could not be read at all: every figure null, parse_failure 1.0
+    unread = copy_run(runs["greedy"], tmp_path / "unread")
+    rename_model(unread, "unreadable-model")
+
+    def unreadable(line):
+        for metric in ("ndcg@5", "map@5", "mrr@5"):
+            line[metric] = None
+        line["parse_failure"] = 1.0
+    rewrite_samples(unread, unreadable)
+    # one where one answer of two could not be read: figures defined, a badge on them
+    half = copy_run(runs["greedy"], tmp_path / "half")
+    rename_model(half, "half-model")
+    lines = [True, False]
+    rewrite_samples(half, lambda line: line.update(parse_failure=1.0 if lines.pop() else 0.0))
+    out = tmp_path / "report"
+    done = report_cli([runs["greedy"], unread, half], out)
+    assert done.returncode == 0, done.stderr
+    html = (out / "index.html").read_text()
+    cells = {label: cell for label, cell in re.findall(
+        r'<tr data-row="\d+" data-label="([\w-]+) [^"]*">.*?data-group="fin_agentbench_doc"[^>]*>(.*?)</td>', html, re.DOTALL)}
+    assert "parse_failure 50%" in cells["half-model"] and "0.5" not in cells[MODEL] + cells["unreadable-model"].split("<")[0]
+    assert "undefined: no answer could be read (parse_failure 100%)" in cells["unreadable-model"]
+    assert "parse_failure 100%" in cells["unreadable-model"] and "badge" not in cells[MODEL]
+    markdown = (out / "leaderboard.md").read_text()
+    rows = {row[1].split(" (")[0]: row for row in board_rows(markdown)}
+    assert rows["half-model"][2].endswith("✗") and rows["unreadable-model"][2] == "— ✗" and "✗" not in rows[MODEL][2]
+    assert "- half-model, fin_agentbench_doc ndcg@5: parse_failure 50% of the answers." in markdown
+    assert ("- unreadable-model, fin_agentbench_doc ndcg@5: undefined: no answer could be read (parse_failure 100%); "
+            "parse_failure 100% of the answers.") in markdown
+
+
+def test_papers_figure_sets_and_bertscore_scales_are_told_apart(runs, tmp_path):
+    chunk = copy_run(runs["greedy"], tmp_path / "chunk")
+    rename_task(chunk, "fin_agentbench_doc", "fin_agentbench_chunk")
+    out = tmp_path / "report"
+    done = report_cli([chunk, runs["ems"]], out)
+    assert done.returncode == 0, done.stderr
+    html = (out / "index.html").read_text()
+    # the paper's two figure sets for GPT-5 mini: labelled by their settings, in the page and the Markdown
+    for text in (html, (out / "leaderboard.md").read_text()):
+        assert "GPT-5 mini · reported in FinCARDS (Zhou et al. 2026), Table 1 · zero-shot LLM reranking" in text
+        assert "GPT-5 mini · reported in FinCARDS (Zhou et al. 2026), Table 1 · FinCARDS, stages 1+2+3" in text
+    # BERTScore on the runs' MiniLM and the paper's (unnamed) model: two charts, never one axis
+    charts = re.findall(r'<figure class="bars" data-metric="fin_ems/bertscore_f1">(.*?)</figure>', html, re.DOTALL)
+    assert len(charts) == 2
+    runs_chart, papers_chart = charts
+    assert "BERTScore model: packaged MiniLM (offline)" in runs_chart and MODEL in runs_chart
+    assert "reported in EMS" not in runs_chart
+    assert "not named by the paper (another scale" in papers_chart and "reported in EMS" in papers_chart
+    assert MODEL not in papers_chart
+
+
+def test_markdown_is_text_under_a_common_renderer(runs, tmp_path):
+    out = tmp_path / "report"
+    name, title = '<img src=x onerror="alert(1)"> [link](javascript:alert(2)) *bold*', "<script>alert(3)</script> `x`"
+    done = report_cli([runs["greedy"]], out, "--name", name, "--title", title)
+    assert done.returncode == 0, done.stderr
+    rendered = MarkdownIt("commonmark", {"html": True}).enable("table").render((out / "leaderboard.md").read_text())
+    assert "<img" not in rendered and "<script" not in rendered and "javascript:" not in rendered.replace(
+        "[link](javascript:alert(2))", "")
+    assert 'href="javascript' not in rendered and "<strong>" not in rendered and "<em>bold" not in rendered
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt; [link](javascript:alert(2)) *bold*" in rendered
+    assert "&lt;script&gt;alert(3)&lt;/script&gt; `x`" in rendered
+
+
+def test_answers_are_paged_and_the_board_page_stays_small(runs, tmp_path):
+    many = copy_run(runs["greedy"], tmp_path / "many")
+    more_questions(many, 60)
+    out = tmp_path / "report"
+    done = report_cli([many], out)
+    assert done.returncode == 0, done.stderr
+    pages = sorted(path.name for path in out.glob("answers-*.html"))
+    assert pages == ["answers-fin_agentbench_doc-2.html", "answers-fin_agentbench_doc-3.html",
+                     "answers-fin_agentbench_doc.html"]
+    questions = [len(re.findall(r'<details class="question"', (out / page).read_text())) for page in pages]
+    assert sorted(questions) == [10, 25, 25]
+    index = (out / "index.html").read_text()
+    assert '<details class="question"' not in index and 'href="answers-fin_agentbench_doc.html"' in index
+    first = (out / "answers-fin_agentbench_doc.html").read_text()
+    assert 'href="answers-fin_agentbench_doc-2.html"' in first and 'href="answers-fin_agentbench_doc-3.html"' in first
+
+
+def test_a_question_answered_by_many_rows_sums_them_in_its_summary(runs, tmp_path):
+    copies = []
+    for n in range(13):
+        copy = copy_run(runs["greedy"], tmp_path / f"copy{n}")
+        rename_model(copy, f"model-{n:02d}")
+        copies.append(copy)
+    out = tmp_path / "report"
+    done = report_cli(copies, out)
+    assert done.returncode == 0, done.stderr
+    page = (out / "answers-fin_agentbench_doc.html").read_text()
+    summaries = re.findall(r"<summary>(.*?)</summary>", page, re.DOTALL)
+    assert len(summaries) == 2 and all("13 answers · ndcg@5 mean" in text and 'class="chip' not in text
+                                       for text in summaries)
+    assert page.count('<div class="answer"') == 26  # every answer still on the page

@@ -32,7 +32,7 @@ from lm_eval_fin import atomic, records, runfiles
 from lm_eval_fin.harness.settings import RunSettings
 
 REPLAY_ENV = "LM_EVAL_FIN_REPLAY"
-MODEL_NAME = runfiles.SCORE_MODEL
+MODEL_NAME = runfiles.REPLAY_MODEL
 
 
 class ReplayError(RuntimeError):

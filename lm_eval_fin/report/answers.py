@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lm_eval_fin.report.blocks import Block, question_title
+from lm_eval_fin.report.blocks import Block, View, question_title
 from lm_eval_fin.report.catalog import DEGENERATE
 from lm_eval_fin.report.leaderboard import Column, Leaderboard
 from lm_eval_fin.report.rows import Row
@@ -20,14 +20,37 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]+", "-", text).strip("-") or "x"
 
 
+# questions per answers page: with a hundred rows, 25 questions make a page of a few megabytes
+QUESTIONS_PER_PAGE = 25
+# answers of a question above which its summary line says how many and their mean, not a chip each
+CHIP_LIMIT = 12
+
+
+def page_of(task: str, part: int = 0) -> str:
+    """The file of a task's answers page (``part``: its n-th page of questions), beside index.html."""
+    return f"answers-{slug(task)}.html" if part == 0 else f"answers-{slug(task)}-{part + 1}.html"
+
+
+def _safe(view_function: Callable[..., list[Block]], *args: Any) -> list[Block]:
+    try:
+        return view_function(*args)
+    except Exception as exc:  # noqa: BLE001 - one odd sample must not stop the page
+        return [Block("text", title="View failed", text=f"{type(exc).__name__}: {exc}", cls="miss")]
+
+
 @dataclass
 class AnswerView:
     row: Row
     sample: Sample
     values: list[tuple[str, float]]  # the sample's defined metric values, in column order
-    blocks: list[Block]
     headline: float | None
     degenerate: bool
+    view: View
+
+    @property
+    def blocks(self) -> list[Block]:
+        """Made when its page is rendered (a page's answers at a time, never the whole board's)."""
+        return _safe(self.view.answer, self.sample)
 
 
 @dataclass
@@ -35,8 +58,18 @@ class QuestionView:
     number: int
     key: str
     title: str
-    blocks: list[Block]
+    sample: Sample  # the first answer's: the question as logged
+    view: View
     answers: list[AnswerView] = field(default_factory=list)
+
+    @property
+    def blocks(self) -> list[Block]:
+        return _safe(self.view.question, self.sample)
+
+    @property
+    def mean_headline(self) -> float | None:
+        """The mean of the answers' headline values (None without one)."""
+        return _mean([answer.headline for answer in self.answers if answer.headline is not None])
 
 
 @dataclass
@@ -47,12 +80,18 @@ class TaskAnswers:
     questions: list[QuestionView]
     headline: Column | None  # the metric shown beside each answer in a question's summary
 
+    @property
+    def page(self) -> str:
+        return page_of(self.task)
 
-def _safe(view_function: Callable[..., list[Block]], *args: Any) -> list[Block]:
-    try:
-        return view_function(*args)
-    except Exception as exc:  # noqa: BLE001 - one odd sample must not stop the page
-        return [Block("text", title="View failed", text=f"{type(exc).__name__}: {exc}", cls="miss")]
+    @property
+    def pages(self) -> list[tuple[str, int, int]]:
+        """(file, first question number, last) of each of its pages."""
+        return [(page_of(self.task, n), start + 1, min(start + QUESTIONS_PER_PAGE, len(self.questions)))
+                for n, start in enumerate(range(0, max(len(self.questions), 1), QUESTIONS_PER_PAGE))]
+
+    def part(self, n: int) -> list[QuestionView]:
+        return self.questions[n * QUESTIONS_PER_PAGE:(n + 1) * QUESTIONS_PER_PAGE]
 
 
 def answer_sections(board: Leaderboard) -> list[TaskAnswers]:
@@ -71,14 +110,11 @@ def answer_sections(board: Leaderboard) -> list[TaskAnswers]:
                 question = questions.get(sample.key)
                 if question is None:
                     question = questions[sample.key] = QuestionView(
-                        len(questions) + 1, sample.key, question_title(sample.doc) or sample.key,
-                        _safe(view.question, sample),
-                    )
+                        len(questions) + 1, sample.key, question_title(sample.doc) or sample.key, sample, view)
                 values = [(c.metric, sample.values[c.metric]) for c in columns if c.metric in sample.values]
                 question.answers.append(AnswerView(
-                    row, sample, values, _safe(view.answer, sample),
-                    sample.values.get(headline.metric) if headline else None,
-                    sample.values.get(DEGENERATE, 0.0) > 0,
+                    row, sample, values, sample.values.get(headline.metric) if headline else None,
+                    sample.values.get(DEGENERATE, 0.0) > 0, view,
                 ))
         sections.append(TaskAnswers(task, slug(task), [row for row, _ in present], list(questions.values()), headline))
     return sections

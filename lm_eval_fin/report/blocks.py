@@ -131,6 +131,7 @@ class Reference:
     tasks: tuple[str, ...]
     values: Mapping[str, float]
     note: str = ""
+    bertscore_model: str = ""  # the paper's BERTScore model where it names one ("" where it does not)
 
     @property
     def label(self) -> str:

@@ -21,7 +21,7 @@ from lm_eval_fin.runfiles import read_results_dirs
 logger = logging.getLogger(__name__)
 
 DEFAULT_TITLE = "lm-eval-fin leaderboard"
-FILES = ("index.html", "leaderboard.md", "leaderboard.csv")
+FILES = ("index.html", "leaderboard.md", "leaderboard.csv")  # and answers-<task>.html per task with answers
 
 
 @dataclass
@@ -59,7 +59,7 @@ def write_report(
     export_dir: str | os.PathLike | None = None,
     agreement: JudgeAgreement | None = None,
 ) -> Path:
-    """Write ``index.html``, ``leaderboard.md`` and ``leaderboard.csv`` of the runs under
+    """Write ``index.html``, its answers pages, ``leaderboard.md`` and ``leaderboard.csv`` of the runs under
     ``results_dirs`` (lm-eval ``--output_path`` folders) into ``output_path``; returns the
     path of ``index.html``. Runs that cannot be read are listed on the page and in the
     Markdown; use :func:`write_report_files` for the leaderboard and the timing too."""
@@ -85,13 +85,17 @@ def write_report_files(
     out = Path(output_path).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     links = render.export_links(export_dir, out)
+    answers = answer_sections(board)
     texts = {
-        "index.html": render.render_html(board, answer_sections(board), subset_tables(board), title, links,
-                                         agreement),
-        "leaderboard.md": render.render_markdown(board, title, links, agreement),
+        "index.html": render.render_html(board, answers, subset_tables(board), title, links, agreement, out),
+        "leaderboard.md": render.render_markdown(board, title, links, agreement, out),
         "leaderboard.csv": render.render_csv(board),
     }
     files = {}
+    pages = [(section, part, page) for section in answers for part, (page, _, _) in enumerate(section.pages)]
+    for section, part, page in pages:  # one page at a time: a page's answer views are made as it renders
+        files[page] = out / page
+        atomic.write_text(files[page], render.render_answers(board, section, part, title, out), newline="")
     for name, text in texts.items():
         files[name] = out / name
         atomic.write_text(files[name], text, newline="")  # a reader never sees half a report

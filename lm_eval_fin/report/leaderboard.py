@@ -9,13 +9,14 @@ own figure and stderr are used instead, with a note. Otherwise the cell is lm-ev
 reports as null (undefined in that run) has no cell.
 
 Baselines are computed by each benchmark's view on the documents the model rows logged (the
-union of their questions); reference rows are the papers' figures the views declare. Neither
+union of their questions, at most :data:`BASELINE_QUESTIONS` of them, spread evenly); reference rows are the papers' figures the views declare. Neither
 takes part in the standings; both are shown beside the models.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -27,6 +28,14 @@ from lm_eval_fin.report.standings import Comparison, rank_rows
 from lm_eval_fin.runfiles import Metric, Run, Sample, Unreadable
 
 _AGREE = 1e-6
+# a task's failure rates (answers that could not be read, judge calls that failed or could not be
+# read) above which every figure of the task carries a badge: a tenth of the answers unscored
+# moves a mean more than most intervals are wide
+FAILURE_THRESHOLD = 0.1
+# questions a task's baselines are computed on at most: some score with models (BERTScore), and a
+# baseline is a reference point whose interval a few hundred questions pin down
+BASELINE_QUESTIONS = 300
+FAILURE_RATES = re.compile(r"(?:.+_)?parse_failures?|(?:.+_)?judge_(?:failure|parse_failure)")
 
 
 @dataclass(frozen=True)
@@ -189,6 +198,12 @@ def baseline_rows(tasks: Sequence[str], catalog: Catalog, samples_of, settings: 
         samples = samples_of(task)
         if not samples:
             continue
+        if len(samples) > BASELINE_QUESTIONS:  # evenly spread over the questions, the same at each build
+            step = len(samples) / BASELINE_QUESTIONS
+            ordered = sorted(samples, key=lambda sample: sample.key)
+            notes.append(f"{task}: baselines on {BASELINE_QUESTIONS} of the {len(samples)} questions (every "
+                         f"{step:.3g}th by question id): a baseline's interval, not every question's answer")
+            samples = [ordered[int(n * step)] for n in range(BASELINE_QUESTIONS)]
         try:
             baselines: list[Baseline] = catalog.view(task).baselines(task, samples)
         except Exception as exc:  # noqa: BLE001 - a baseline that cannot be computed must not stop the report
@@ -219,11 +234,15 @@ def reference_rows(tasks: Sequence[str], catalog: Catalog) -> list[Row]:
                 continue
             row = Row(0, reference.label, kind=REFERENCE, summary=reference.setting, description=(
                 f"{reference.paper}: {reference.model}, {reference.setting}, {reference.split}"
-                + (f". {reference.note}" if reference.note else "")))
+                + (f". {reference.note}" if reference.note else "")), scale=reference.bertscore_model)
             for task in shown:
                 for metric, value in reference.values.items():
                     row.cells[f"{task}/{metric}"] = Cell(stats.Interval(float(value), math.nan, math.nan))
             rows.append(row)
+    labels = [row.label for row in rows]
+    for row in rows:  # a paper's figure sets for one model, told apart by their settings
+        if labels.count(row.label) > 1 and row.summary:
+            row.label = f"{row.label} · {row.summary}"
     return rows
 
 
@@ -251,6 +270,51 @@ def flag_cells(board: Leaderboard) -> None:
                     "or the candidates in the order given (degenerate_answer)"), "warn"))
             if flags:
                 row.flags[column.key] = "; ".join(flags)
+
+
+def _rate(row: Row, column: Column) -> float | None:
+    cell = row.cells.get(column.key)
+    return cell.interval.mean if cell and math.isfinite(cell.interval.mean) else None
+
+
+def failure_notes(row: Row, rates: Sequence[Column]) -> list[str]:
+    """The failure rates of a row's task above :data:`FAILURE_THRESHOLD`, as badge texts."""
+    return [f"{column.metric} {rate:.0%}" for column in rates
+            if (rate := _rate(row, column)) is not None and rate > FAILURE_THRESHOLD]
+
+
+def undefined_reason(row: Row, task: str, metric: str, rates: Sequence[Column]) -> str:
+    """Why a row that ran ``task`` has no figure for ``metric``."""
+    reported = [run.tasks[task].metrics[metric] for run in row.runs if task in run.tasks
+                and metric in run.tasks[task].metrics]
+    if not reported:
+        return "not reported by this run (another task version or configuration)"
+    by_name = {column.metric: _rate(row, column) for column in rates}
+    for name, text in (("judge_failure", "the judge failed on every answer"),
+                       ("judge_parse_failure", "the judge's every verdict was unreadable"),
+                       ("parse_failure", "no answer could be read (parse_failure 100%)")):
+        if any(rate is not None and rate >= 1.0 for found, rate in by_name.items() if found.endswith(name)):
+            return "undefined: " + text
+    if any(badge.text == "unjudged" for badge in row.badges):
+        return "undefined: the run had no judge (score it with `lm-eval-fin score`)"
+    return "undefined: lm-eval reports null (no answer it is defined on)"
+
+
+def mark_failures(board: Leaderboard) -> None:
+    """Per model row and task it ran: failure rates above the threshold on every figure of the
+    task, and why a figure the task reports is missing (a cell that says only "—" hides a judge
+    that never answered)."""
+    for task in board.tasks:
+        rates = [c for c in board.columns_of(task, diagnostic=True) if FAILURE_RATES.fullmatch(c.metric)]
+        for row in board.models:
+            if not any(task in run.tasks for run in row.runs):
+                continue
+            found = failure_notes(row, rates)
+            for column in board.columns_of(task, diagnostic=False):
+                if found:
+                    row.failures[column.key] = found
+                if column.key not in row.cells or not math.isfinite(row.cells[column.key].interval.mean):
+                    row.undefined[column.key] = undefined_reason(row, task, column.metric, rates)
 
 
 def _better(a: float, b: float, column: Column) -> bool:
@@ -283,4 +347,5 @@ def build_leaderboard(
         row.index = number
     board.rows = models + extra
     flag_cells(board)
+    mark_failures(board)
     return board

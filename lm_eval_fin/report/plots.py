@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lm_eval_fin.report.leaderboard import Column, Leaderboard
-from lm_eval_fin.report.rows import BASELINE, REFERENCE, Row
+from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE, Row
+from lm_eval_fin.runfiles import run_settings
 
 # Okabe-Ito and Tableau hues: distinguishable, and legible in print
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#7f7f7f", "#F0E442", "#8c564b", "#17becf")
 
-BAR_WIDTH = 360
-LABEL_MARGIN = 34
+BAR_WIDTH = 440
+LABEL_MARGIN = 160  # the model's name, cut to fit (whole in the bar's tooltip)
 BAR_HEIGHT = 14
 BAR_GAP = 4
 AXIS_HEIGHT = 18
@@ -79,6 +80,7 @@ class BarChart:
     ticks: list[tuple[float, str]]
     zero: float
     axis_y: float
+    scale: str = ""  # what the values are on, where rows of one metric are not (a BERTScore model)
 
 
 def _fmt(value: float) -> str:
@@ -111,6 +113,42 @@ def bar_chart(column: Column, rows: Sequence[Row]) -> BarChart | None:
     axis_y = len(bars) * (BAR_HEIGHT + BAR_GAP) + 2
     ticks = [(x(t), f"{t:g}") for t in nice_ticks(low, high)]
     return BarChart(column, BAR_WIDTH, int(axis_y + AXIS_HEIGHT), bars, ticks, x(0.0), axis_y)
+
+
+def bertscore_model(row: Row, task: str) -> str:
+    """The BERTScore model a row's figures of ``task`` were computed with: the runs' setting, a
+    paper's (as its reference names it, else "not named"); baselines use the runs' own."""
+    if row.kind == REFERENCE:
+        return row.scale or "not named by the paper"
+    for run in row.runs:
+        task_run = run.tasks.get(task)
+        for sample in task_run.samples[:1] if task_run else ():
+            model = (run_settings(sample.doc).get("values") or {}).get("bertscore_model")
+            if model:
+                return "packaged MiniLM (offline)" if model == "offline" else str(model)
+    return "not recorded"
+
+
+def bar_charts(column: Column, rows: Sequence[Row]) -> list[BarChart]:
+    """The bar charts of one column: one, or for a BERTScore metric one per BERTScore model (a
+    score on roberta-large and one on MiniLM are on different scales: never on one axis)."""
+    if "bertscore" not in column.metric:
+        chart = bar_chart(column, rows)
+        return [chart] if chart else []
+    groups: dict[str, list[Row]] = {}
+    with_cells = [row for row in rows if column.key in row.cells]
+    runs_model = next((bertscore_model(row, column.task) for row in with_cells if row.kind == MODEL), None)
+    for row in with_cells:
+        model = runs_model if row.kind == BASELINE and runs_model else bertscore_model(row, column.task)
+        groups.setdefault(model, []).append(row)
+    charts = []
+    for model, members in groups.items():
+        chart = bar_chart(column, members)
+        if chart:
+            chart.scale = f"BERTScore model: {model}" + (" (another scale: not on the runs' axis)"
+                                                        if runs_model and model != runs_model else "")
+            charts.append(chart)
+    return charts
 
 
 @dataclass

@@ -1,5 +1,6 @@
-"""Rendering a report: ``index.html`` (one self-contained page), ``leaderboard.md`` (the
-headline table, details linked) and ``leaderboard.csv`` (every figure).
+"""Rendering a report: ``index.html`` (the board, self-contained), ``answers-<task>[-<n>].html``
+(every answer, a page per task and 25 questions), ``leaderboard.md`` (the headline table,
+details linked) and ``leaderboard.csv`` (every figure).
 
 The page and the Markdown come from Jinja2 templates in ``templates/``; the HTML environment
 autoescapes everything, and the page carries no data as script: model output reaches it only
@@ -12,23 +13,28 @@ is not a number is a dash or an empty field.
 from __future__ import annotations
 
 import csv
+import html
 import importlib.metadata
 import io
 import json
 import math
 import os
+import re
 import time
+import urllib.parse
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from lm_eval_fin.csvtext import spreadsheet_safe as _spreadsheet_safe
 from lm_eval_fin.report import plots, stats
-from lm_eval_fin.report.answers import SubsetTable, TaskAnswers, slug
+from lm_eval_fin.report.answers import CHIP_LIMIT, SubsetTable, TaskAnswers, page_of, slug
+from lm_eval_fin.report.blocks import Block
 from lm_eval_fin.report.judge_agreement import JudgeAgreement
-from lm_eval_fin.report.leaderboard import Leaderboard
+from lm_eval_fin.report.leaderboard import FAILURE_THRESHOLD, Leaderboard
 from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE
 from lm_eval_fin.runfiles import Run, run_settings
 
@@ -71,6 +77,53 @@ def arrow(higher_is_better: bool | None) -> str:
     return "↑" if higher_is_better else "↓" if higher_is_better is False else ""
 
 
+def short(text: Any, width: int = 28) -> str:
+    """A label cut to fit a chart or a chip, in its middle: the model's name begins it and the
+    tags that set its row apart end it (the whole label is in its tooltip).
+
+    >>> short("SmolLM2-135M-Instruct · max_gen_toks=32")
+    'SmolLM2-13…· max_gen_toks=32'
+    """
+    text = str(text)
+    if len(text) <= width:
+        return text
+    head = (width - 1) * 2 // 5
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):]
+
+
+def relative_path(path: Path, out: Path) -> str:
+    """``path`` as seen from the report's folder: a relative path, never an absolute one (the
+    page may be read on another machine, next to a copy of the runs)."""
+    return Path(os.path.relpath(Path(path).resolve(), out.resolve())).as_posix()
+
+
+def _escape(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def blocks_html(blocks: Sequence[Block]) -> markupsafe.Markup:
+    """A view's blocks as HTML, every text escaped (what the answers pages' template would write
+    with a macro per block, at a tenth of the cost: a board of 100 runs has 100,000 answers)."""
+    out: list[str] = []
+    for block in blocks:
+        out.append('<div class="block">')
+        if block.title:
+            out.append(f'<div class="title">{_escape(block.title)}</div>')
+        if block.kind == "text":
+            out.append(f'<div class="text {_escape(block.cls)}">{_escape(block.text)}</div>')
+        elif block.kind == "facts":
+            out.append('<dl class="facts">' + "".join(f"<dt>{_escape(label)}</dt><dd>{_escape(value)}</dd>"
+                                                      for label, value in block.items) + "</dl>")
+        elif block.kind == "table":
+            header = ("<thead><tr>" + "".join(f"<th>{_escape(h)}</th>" for h in block.header) + "</tr></thead>"
+                      if block.header else "")
+            body = "".join("<tr>" + "".join(f'<td class="{_escape(cell.cls)}">{_escape(cell.text)}</td>' for cell in row)
+                           + "</tr>" for row in block.rows)
+            out.append(f'<div class="scroll"><table>{header}<tbody>{body}</tbody></table></div>')
+        out.append("</div>\n")
+    return markupsafe.Markup("".join(out))
+
+
 def when(timestamp: Any) -> str:
     try:
         return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(float(timestamp)))
@@ -111,7 +164,6 @@ def run_provenance(run: Run) -> list[tuple[str, str]]:
     results, config = run.results, run.config
     recorded = recorded_provenance(run)
     items = [
-        ("results file", str(run.source)),
         ("date", when(results.get("date"))),
         ("lm-eval version", results.get("lm_eval_version") or "not recorded"),
         ("lm-eval-fin version", recorded.get("lm_eval_fin_version") or "not recorded by the run (made without "
@@ -179,7 +231,7 @@ def export_links(export_dir: str | os.PathLike | None, out: Path) -> list[tuple[
 # ------------------------------------------------------------------------------ outputs
 
 
-def _environment(autoescape: bool) -> jinja2.Environment:
+def _environment(autoescape: bool, out: Path | None = None) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATES)),
         autoescape=autoescape,
@@ -188,7 +240,10 @@ def _environment(autoescape: bool) -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(number=number, interval_text=interval_text, slug=slug, arrow=arrow, color=plots.color,
-                       duration=duration, count=count, data_value=data_value)
+                       duration=duration, count=count, data_value=data_value, short=short, blocks=blocks_html)
+    base = out or Path.cwd()
+    env.filters.update(link_text=lambda path: relative_path(path, base),
+                       link=lambda path: urllib.parse.quote(relative_path(path, base)))
     env.globals.update(plots=plots, MODEL=MODEL, BASELINE=BASELINE, REFERENCE=REFERENCE)
     return env
 
@@ -208,6 +263,9 @@ def _context(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str
         "confidence_percent": f"{board.settings.confidence * 100:g}",
         "usage_kinds": list(dict.fromkeys(kind for row in board.models for kind in row.judge_usage)),
         "export_links": links,
+        "failure_threshold": f"{FAILURE_THRESHOLD:.0%}",
+        "source_count": sum(1 + sum(task_run.samples_path is not None for task_run in run.tasks.values())
+                            for row in board.models for run in row.runs),
         "reference_notes": [(entry.name, entry.view.references_note) for entry in board.catalog.entries
                             if entry.view.references_note and any(board.catalog.group(t) == entry.name
                                                                   for t in board.tasks)],
@@ -215,26 +273,56 @@ def _context(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str
 
 
 def render_html(board: Leaderboard, answers: Sequence[TaskAnswers], subsets: dict[str, list[SubsetTable]],
-                title: str, links: Sequence[tuple[str, str, str]] = (), agreement: JudgeAgreement | None = None) -> str:
-    charts = {task: [c for c in (plots.bar_chart(col, board.rows) for col in board.columns_of(task, diagnostic=False))
-                     if c] for task in board.tasks}
-    return _environment(True).get_template("index.html.j2").render(
+                title: str, links: Sequence[tuple[str, str, str]] = (), agreement: JudgeAgreement | None = None,
+                out: Path | None = None) -> str:
+    """The page a browser opens first (``out``: the folder it is written to, for its links)."""
+    charts = {task: [chart for col in board.columns_of(task, diagnostic=False) for chart in plots.bar_charts(col, board.rows)]
+              for task in board.tasks}
+    return _environment(True, out).get_template("index.html.j2").render(
         **_context(board, title, links, agreement), answers=answers, subsets=subsets, charts=charts,
         scatters=plots.precision_recall_scatters(board), run_provenance=run_provenance,
         task_provenance=task_provenance,
     )
 
 
-def md_cell(text: str) -> str:
-    """A text fit for one Markdown table cell."""
-    return " ".join(str(text).split()).replace("\\", "\\\\").replace("|", "\\|")
+def render_answers(board: Leaderboard, section: TaskAnswers, part: int, title: str, out: Path | None = None) -> str:
+    """The ``part``-th page of one task's answers (``section.pages``, beside index.html)."""
+    return _environment(True, out).get_template("answers.html.j2").render(
+        **_context(board, title, (), None), section=section, part=part, questions=section.part(part),
+        chip_limit=CHIP_LIMIT)
+
+
+_MARKDOWN_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*[]|~"})
+# an underscore opens or closes emphasis only at a word's edge: inside one (fin_ems) it stays as written
+_EDGE_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_HTML_SPECIAL = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;"})
+
+
+def md_cell(text: Any) -> str:
+    r"""A text fit for one Markdown table cell, read as text by any renderer: one line, HTML's
+    and Markdown's special characters escaped (a model id or ``--name`` holding ``<img ...>``,
+    ``[x](javascript:...)`` or ``|`` shows as written).
+
+    >>> print(md_cell('<img src=x onerror=alert(1)> a|b *c* [d](e) _f_ g_h'))
+    &lt;img src=x onerror=alert(1)&gt; a\|b \*c\* \[d\](e) \_f\_ g_h
+    """
+    text = " ".join(str(text).split()).translate(_HTML_SPECIAL).translate(_MARKDOWN_SPECIAL)
+    return _EDGE_UNDERSCORE.sub(r"\\_", text)
+
+
+def md_link(path: Any) -> str:
+    """A link target for Markdown: percent-encoded, so that no ``)``, space or ``<`` ends it."""
+    return urllib.parse.quote(str(path), safe="/#.-_~")
 
 
 def render_markdown(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str]] = (),
-                    agreement: JudgeAgreement | None = None) -> str:
-    env = _environment(False)
-    env.filters["md"] = md_cell
-    return env.get_template("leaderboard.md.j2").render(**_context(board, title, links, agreement))
+                    agreement: JudgeAgreement | None = None, out: Path | None = None) -> str:
+    env = _environment(False, out)
+    env.filters.update(md=md_cell, md_link=md_link)
+    answers = [(task, page_of(task)) for task in board.tasks
+               if any(task in run.tasks and run.tasks[task].samples for row in board.models for run in row.runs)]
+    return env.get_template("leaderboard.md.j2").render(**_context(board, title, links, agreement),
+                                                        answer_pages=answers)
 
 
 def render_csv(board: Leaderboard) -> str:

@@ -1,11 +1,17 @@
 """The rows of a leaderboard: one per model, runs of several benchmarks merged into it.
 
 A model is its ``--name`` (when given for its folder) or its model id (``pretrained``,
-``model``...). Its runs go into one row unless two of them ran the same task: then the run
-with the settings that differ from the task defaults (``--gen_kwargs``, a seed other than
-lm-eval's, other model arguments) gets a row of its own, labelled with those settings as
-tags; runs with the same tags share it. A run merged into the model's row whose settings are
-not the defaults tags its benchmark's cells (the demo's fin_ems at ``max_gen_toks=384``).
+``model``...), and what decides its answers (:func:`settings_of`: a quantized file or revision,
+generation settings, the seed where it samples, the chat template), never how it was run (batch
+size, device, dtype on CPU) nor which command wrote the file: ``lm-eval-fin score`` writes a new
+run from a run's logged answers, and the run and its scorings are one (the latest scoring
+shown, the others under the row's provenance, as is an earlier run with the same settings).
+
+A model's runs go into one row unless two of them ran the same task with different settings:
+then the run whose settings differ from the task defaults (``--gen_kwargs``, a seed where it
+samples, other model arguments) gets a row of its own, labelled with those settings as tags;
+runs with the same tags share it. A run merged into the model's row whose settings are not the
+defaults tags its benchmark's cells (the demo's fin_ems at ``max_gen_toks=384``).
 
 Each row also carries what a reader checks before trusting it: badges for ``--limit``,
 synthetic (shipped demo) data, judged tasks run without a judge, samples not logged; the
@@ -14,9 +20,11 @@ model's metadata from the results file; wall time and judge usage.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +32,7 @@ from lm_eval_fin import paths
 from lm_eval_fin.records import JUDGE_USAGE
 from lm_eval_fin.report import stats
 from lm_eval_fin.report.catalog import USAGE_LABELS, Catalog
-from lm_eval_fin.runfiles import MODEL_ID_ARGS, Run, run_settings, short_name
+from lm_eval_fin.runfiles import MODEL_ID_ARGS, Run, TaskRun, run_settings, short_name
 
 SEED_FIELDS = ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")
 LM_EVAL_SEEDS = [0, 1234, 1234, 1234]  # lm-eval's defaults of those seeds
@@ -58,6 +66,7 @@ class Row:
     cells: dict[str, Cell] = field(default_factory=dict)
     description: str = ""  # baselines: how the answers were made; references: paper, split, note
     summary: str = ""  # the line shown under a baseline's or a paper's label (the description in full on hover)
+    scale: str = ""  # references: the BERTScore model the paper names for its figures
     badges: list[Badge] = field(default_factory=list)
     metadata: list[tuple[str, str]] = field(default_factory=list)
     seconds: float | None = None  # lm-eval's total_evaluation_time_seconds, summed over the runs
@@ -66,6 +75,9 @@ class Row:
     ranks: dict[str, int] = field(default_factory=dict)  # per headline column
     win_rate: float | None = None
     flags: dict[str, str] = field(default_factory=dict)  # column key -> why a figure needs a second look
+    earlier: list[Earlier] = field(default_factory=list)  # runs of its tasks it shows a later one of
+    failures: dict[str, list[str]] = field(default_factory=dict)  # column key -> failure rates above the threshold
+    undefined: dict[str, str] = field(default_factory=dict)  # column key -> why the row has no figure there
 
     @property
     def tasks(self) -> list[str]:
@@ -78,6 +90,14 @@ class Row:
 
 # ------------------------------------------------------------------------------ settings
 
+# model arguments that decide where and how fast a model runs, never what it answers
+NEUTRAL_MODEL_ARGS = frozenset({
+    "batch_size", "max_batch_size", "device", "device_map", "parallelize", "trust_remote_code", "max_memory_per_gpu",
+    "max_cpu_memory", "offload_folder", "gpu_memory_utilization", "tensor_parallel_size", "data_parallel_size",
+})
+# ... and those that do only on an accelerator (on CPU the demo's float32 is the only dtype)
+CPU_NEUTRAL_MODEL_ARGS = frozenset({"dtype", "torch_dtype"})
+
 
 def _flat(prefix: str, value: Any) -> dict[str, str]:
     if isinstance(value, dict):
@@ -88,16 +108,37 @@ def _flat(prefix: str, value: Any) -> dict[str, str]:
     return {}
 
 
+def on_cpu(run: Run) -> bool:
+    """Whether the run ran on CPU: lm-eval's environment record found no CUDA device (its
+    ``device`` says ``cuda:0`` by default even then), or the model's device is the CPU."""
+    if "Is CUDA available: False" in str(run.results.get("pretty_env_info") or ""):
+        return True
+    return str(run.model_args.get("device") or run.config.get("device") or "").lower() == "cpu"
+
+
+def _sampling(gen: dict[str, str]) -> bool:
+    if gen.get("gen_kwargs.do_sample", "").lower() == "true":
+        return True
+    try:
+        return float(gen.get("gen_kwargs.temperature", "0")) > 0
+    except ValueError:
+        return False
+
+
 def settings_of(run: Run) -> dict[str, str]:
-    """What a run was run with beyond its model and tasks, flattened to ``name -> text``
-    (``--limit`` is not a setting of the model's: it is a badge)."""
+    """What decides a run's answers beyond its model id and tasks, flattened to ``name -> text``:
+    the backend, the model arguments that change answers (a quantized file, a revision; not the
+    batch size, the device, nor the dtype on CPU), the generation settings, the seed where it
+    samples, the chat template and system instruction. ``--limit`` is not one: it is a badge."""
     config = run.config
+    neutral = NEUTRAL_MODEL_ARGS | (CPU_NEUTRAL_MODEL_ARGS if on_cpu(run) else frozenset())
     found: dict[str, str] = {"model": str(config.get("model") or run.results.get("model_source") or "")}
     found.update({k: v for k, v in _flat("model_args.", run.model_args).items()
-                  if k.removeprefix("model_args.") not in MODEL_ID_ARGS})
-    found.update(_flat("gen_kwargs.", config.get("gen_kwargs")))
+                  if k.removeprefix("model_args.") not in MODEL_ID_ARGS and k.removeprefix("model_args.") not in neutral})
+    generation = _flat("gen_kwargs.", config.get("gen_kwargs"))
+    found.update(generation)
     seeds = [config.get(name) for name in SEED_FIELDS]
-    if seeds != LM_EVAL_SEEDS and any(seed is not None for seed in seeds):
+    if _sampling(generation) and seeds != LM_EVAL_SEEDS and any(seed is not None for seed in seeds):
         found["seed"] = str(seeds[0]) if len(set(map(str, seeds))) == 1 else ",".join(map(str, seeds))
     for name in ("chat_template_sha", "system_instruction_sha", "fewshot_as_multiturn"):
         if run.results.get(name) is not None:
@@ -117,34 +158,106 @@ def tag_text(key: str, value: str) -> str:
     return f"{name}={value}"
 
 
-def not_default(run: Run, base: dict[str, str]) -> tuple[str, ...]:
-    """The settings of ``run`` that differ from the task defaults (generation settings and
-    seeds chosen on the command line) or from the model's first run (model arguments, chat
+def not_default(mine: dict[str, str], base: dict[str, str]) -> tuple[str, ...]:
+    """The settings ``mine`` that differ from the task defaults (generation settings and seeds
+    chosen on the command line) or from the model's first run's ``base`` (model arguments, chat
     template), as tags."""
-    mine = settings_of(run)
     keys = sorted(k for k in set(mine) | set(base) if _chosen(k) and k in mine or (
         not _chosen(k) and mine.get(k) != base.get(k)))
     return tuple(tag_text(k, mine.get(k, "none")) for k in keys)
+
+
+# --------------------------------------------------------------------- one run per answers
+
+
+@dataclass(frozen=True)
+class Earlier:
+    """A run of a task that a row shows a later one of: a scoring of the same answers, or an
+    earlier run with the same settings."""
+
+    run: Run
+    task: str
+    why: str
+
+
+def answers_digest(task_run: TaskRun) -> str | None:
+    """What a task's answers were: a digest of every question and its answer (None without
+    samples). Equal digests: the same answers, whichever command scored them."""
+    if not task_run.samples:
+        return None
+    digest = hashlib.sha256()
+    for sample in sorted(task_run.samples, key=lambda s: s.key):
+        digest.update(json.dumps([sample.key, sample.answer]).encode("utf-8"))
+    return digest.hexdigest()
+
+
+def _latest(run: Run) -> tuple[str, str]:
+    return run.date, str(run.source)
+
+
+def latest_runs(runs: Sequence[Run], names: dict[str, str]) -> tuple[list[tuple[Run, dict[str, str]]], list[Earlier]]:
+    """Each task of a model once: where several runs hold the same answers (a run and its
+    ``score``s), the latest scoring, with the settings of the run that generated them; where
+    several runs with the same settings ran a task, the latest. Returns the runs to show (each
+    cut to the tasks it shows) with their settings, and the runs of tasks left out."""
+    given = {id(run): names.get(str(run.results_dir)) or "" for run in runs}
+    # (given name, model, task, answers) -> the runs holding those answers
+    same_answers: dict[tuple, list[Run]] = {}
+    for run in runs:
+        for task, task_run in run.tasks.items():
+            digest = answers_digest(task_run) or f"run {id(run)}"
+            same_answers.setdefault((given[id(run)], run.model_id, task, digest), []).append(run)
+    earlier: list[Earlier] = []
+    shown: dict[tuple, tuple[Run, dict[str, str]]] = {}  # (given, model, settings, task) -> run
+    for (name, model_id, task, _), members in same_answers.items():
+        members.sort(key=_latest)
+        latest = members[-1]
+        generator = next((run for run in members if not run.replayed), latest)
+        settings = settings_of(generator)
+        if generator.replayed:  # the run that generated them is not on the board: its settings are unknown
+            settings = {}
+        earlier += [Earlier(run, task, "the same answers, scored earlier") for run in members[:-1]]
+        key = (name, model_id, tuple(sorted(settings.items())), task)
+        before = shown.get(key)
+        if before is not None:
+            older, newer = sorted([before[0], latest], key=_latest)
+            earlier.append(Earlier(older, task, "an earlier run with the same settings"))
+            if newer is before[0]:
+                continue
+        shown[key] = (latest, settings)
+    # each run cut to the tasks it shows (a run shows its tasks with one set of settings)
+    kept: dict[int, tuple[Run, dict[str, str], list[str]]] = {}
+    for (_, _, _, task), (run, settings) in shown.items():
+        kept.setdefault(id(run), (run, settings, []))[2].append(task)
+    result = []
+    for run in runs:
+        if id(run) in kept:
+            _, settings, tasks = kept[id(run)]
+            cut = run if len(tasks) == len(run.tasks) else replace(run, tasks={t: run.tasks[t] for t in run.tasks
+                                                                                if t in tasks})
+            result.append((cut, settings))
+    return result, earlier
 
 
 def group_rows(runs: Sequence[Run], names: dict[str, str] | None = None) -> list[Row]:
     """Rows, one per model (first seen first) plus one per setting that reran a task (see the
     module docstring). ``names``: results folder (as given) -> name."""
     names = names or {}
-    models: dict[tuple[str, str], list[Run]] = {}
-    for run in runs:
+    shown, earlier = latest_runs(runs, names)
+    models: dict[tuple[str, str], list[tuple[Run, dict[str, str]]]] = {}
+    for run, settings in shown:
         given = names.get(str(run.results_dir)) or ""
-        models.setdefault((given, given or run.model_id), []).append(run)
+        models.setdefault((given, given or run.model_id), []).append((run, settings))
     rows: list[Row] = []
     for (given, identity), members in models.items():
         # the model's own row starts from its run closest to the task defaults
-        ordered = sorted(members, key=lambda r: sum(_chosen(k) for k in settings_of(r)))
-        base = settings_of(ordered[0])
+        ordered = sorted(members, key=lambda member: sum(_chosen(k) for k in member[1]))
+        base = ordered[0][1]
         own = Row(0, "", runs=[], given_name=given or None, model_id=identity)
         extra: dict[tuple[str, ...], list[Row]] = {}
         model_rows = [own]
-        for run in ordered:
-            tags = not_default(run, base)
+        for run, settings in ordered:
+            tags = not_default(settings, base)
             if not set(own.tasks) & set(run.tasks):
                 own.runs.append(run)
                 own.task_tags.update({task: ", ".join(tags) for task in run.tasks if tags})
@@ -158,10 +271,21 @@ def group_rows(runs: Sequence[Run], names: dict[str, str] | None = None) -> list
                 extra[tags].append(row)
                 model_rows.append(row)
         rows += model_rows
+    attach_earlier(rows, earlier, names)
     for number, row in enumerate(rows, start=1):
         row.index = number
     name_rows(rows)
     return rows
+
+
+def attach_earlier(rows: Sequence[Row], earlier: Sequence[Earlier], names: dict[str, str]) -> None:
+    """Each run left out to the row that shows a later run of its model and task."""
+    for item in earlier:
+        name = names.get(str(item.run.results_dir)) or None
+        shown = next((row for row in rows if row.given_name == name and any(
+            run.model_id == item.run.model_id and item.task in run.tasks for run in row.runs)), None)
+        if shown is not None:
+            shown.earlier.append(item)
 
 
 def name_rows(rows: Sequence[Row]) -> None:

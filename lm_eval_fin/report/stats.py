@@ -19,6 +19,7 @@ Every random draw comes from ``numpy.random.default_rng(seed)``: a report is rep
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ BOOTSTRAP_RESAMPLES = 2000
 PERMUTATION_RESAMPLES = 10000
 EXACT_UP_TO = 16  # exact sign-flip test up to 2**16 patterns
 _CHUNK_CELLS = 1 << 21  # resampled cells held in memory at once
+_SHARED_CELLS = 1 << 22  # draws kept for the cells that share them (32 MB of counts)
+_SHARED_PATTERNS = 1 << 24  # sign patterns kept for the tests that share them (16 MB)
 
 BOOTSTRAP = "bootstrap"
 STDERR = "stderr"
@@ -90,8 +93,28 @@ def _check(confidence: float, resamples: int) -> None:
         raise ValueError(f"resamples must be a positive integer, got {resamples!r}")
 
 
-def _resampled_means(values: np.ndarray, resamples: int, rng: np.random.Generator) -> np.ndarray:
+@functools.lru_cache(maxsize=2)
+def _resample_counts(n: int, resamples: int, seed: int) -> np.ndarray:
+    """How often each of ``n`` values is drawn in each resample (resamples x n), drawn as
+    :func:`_resampled_means` draws them. A board's cells of one task share their question
+    count and seed, so they share these draws: each cell's resampled means are then one
+    matrix-vector product, not ``resamples x n`` random draws."""
+    rng = np.random.default_rng(seed)
+    rows = max(1, _CHUNK_CELLS // n)
+    counts = []
+    for start in range(0, resamples, rows):
+        picks = rng.integers(0, n, size=(min(rows, resamples - start), n))
+        offsets = (np.arange(len(picks)) * n)[:, None]
+        counts.append(np.bincount((picks + offsets).ravel(), minlength=len(picks) * n).reshape(len(picks), n))
+    return np.concatenate(counts).astype(float)
+
+
+def _resampled_means(values: np.ndarray, resamples: int, seed: int) -> np.ndarray:
     n = len(values)
+    if n * resamples <= _SHARED_CELLS:
+        # einsum, not BLAS's threads: on a busy machine they wait on each other a hundredfold longer
+        return np.einsum("ij,j->i", _resample_counts(n, resamples, seed), values) / n
+    rng = np.random.default_rng(seed)
     rows = max(1, _CHUNK_CELLS // n)
     means = []
     for start in range(0, resamples, rows):
@@ -118,7 +141,7 @@ def bootstrap_interval(
     mean = float(kept.mean())
     if len(kept) == 1 or np.all(kept == kept[0]):
         return Interval(mean, mean, mean, len(kept), dropped, BOOTSTRAP)
-    means = _resampled_means(kept, resamples, np.random.default_rng(seed))
+    means = _resampled_means(kept, resamples, seed)
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(means, [tail, 1.0 - tail])
     return Interval(mean, float(low), float(high), len(kept), dropped, BOOTSTRAP)
@@ -142,7 +165,22 @@ def stderr_interval(mean: Any, stderr: Any, n: int = 0, confidence: float = CONF
     return Interval(mean, mean - z * stderr, mean + z * stderr, n, 0, STDERR)
 
 
-def _sign_flip_p_value(differences: np.ndarray, resamples: int, rng: np.random.Generator) -> tuple[float, str]:
+def _draw_sign_patterns(n: int, resamples: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    rows = max(1, _CHUNK_CELLS // n)
+    return [rng.random((min(rows, resamples - start), n)) < 0.5 for start in range(0, resamples, rows)]
+
+
+# the random sign patterns of ``n`` questions, shared by a board's tests of one task (as the counts are)
+_cached_sign_patterns = functools.lru_cache(maxsize=2)(_draw_sign_patterns)
+
+
+def _sign_patterns(n: int, resamples: int, seed: int) -> list[np.ndarray]:
+    return _cached_sign_patterns(n, resamples, seed) if n * resamples <= _SHARED_PATTERNS else \
+        _draw_sign_patterns(n, resamples, seed)
+
+
+def _sign_flip_p_value(differences: np.ndarray, resamples: int, seed: int) -> tuple[float, str]:
     n = len(differences)
     observed = abs(differences.sum())
     # sums equal to the observed one up to rounding count as "as extreme"
@@ -151,12 +189,10 @@ def _sign_flip_p_value(differences: np.ndarray, resamples: int, rng: np.random.G
         patterns = np.arange(2**n, dtype=np.int64)[:, None] >> np.arange(n) & 1
         sums = (1 - 2 * patterns) @ differences
         return float(np.mean(np.abs(sums) >= observed - tolerance)), "exact"
-    rows = max(1, _CHUNK_CELLS // n)
     total = differences.sum()
     extreme = 0
-    for start in range(0, resamples, rows):
-        flipped = rng.random((min(rows, resamples - start), n)) < 0.5
-        sums = total - 2.0 * (flipped @ differences)  # the flipped differences change sign
+    for flipped in _sign_patterns(n, resamples, seed):
+        sums = total - 2.0 * np.einsum("ij,j->i", flipped, differences)  # the flipped differences change sign
         extreme += int(np.sum(np.abs(sums) >= observed - tolerance))
     # the observed pattern counts as one of the draws, so p is never 0
     return (extreme + 1) / (resamples + 1), "monte carlo"
@@ -188,5 +224,5 @@ def paired_test(
         return PairedTest(0, empty, math.nan, "none", dropped)
     differences = np.asarray([x - y for x, y in kept], dtype=float)
     interval = bootstrap_interval(differences, confidence, bootstrap_resamples, seed)
-    p_value, method = _sign_flip_p_value(differences, resamples, np.random.default_rng(seed))
+    p_value, method = _sign_flip_p_value(differences, resamples, seed)
     return PairedTest(len(kept), interval, p_value, method, dropped)

@@ -102,6 +102,10 @@ def synthesise(source: Path, target: Path, number: int, questions: int = 0) -> P
                 line[metric] = _jitter(line.get(metric), rng)
         samples_path.write_text("".join(json.dumps(line) + "\n" for line in lines))
         results["config"]["model_args"]["pretrained"] = f"synthetic/model-{number:02d}"
+        task = re.fullmatch(r"samples_(.+)_\d{4}-\d\d-\d\dT.+\.jsonl", samples_path.name)[1]
+        # the reader checks the count and lm-eval's task hash against the samples: new ones, no hash
+        results["n-samples"][task] = {"original": len(lines), "effective": len(lines)}
+        (results.get("task_hashes") or {}).pop(task, None)
         for entry in results["results"].values():
             for metric in metrics:
                 values = [line[metric] for line in lines if isinstance(line.get(metric), (int, float))]

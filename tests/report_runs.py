@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -230,3 +231,15 @@ def more_questions(folder: Path, questions: int) -> None:
         line["doc_hash"] = f"{line.get('doc_hash', '')}~{n}"
         more.append(line)
     write_lines(samples_path, more)
+    task = re.fullmatch(r"samples_(.+)_\d{4}-\d\d-\d\dT.+\.jsonl", samples_path.name)[1]
+    counted(only(folder, "results_*.json"), {task}, questions)
+
+
+def counted(results_path: Path, tasks: set[str], questions: int) -> None:
+    """The results file counts ``questions`` documents of ``tasks`` and holds no task hash of
+    them (its samples were made by hand: the reader checks both against the samples file)."""
+    results = json.loads(results_path.read_text())
+    for task in tasks:
+        results.setdefault("n-samples", {})[task] = {"original": questions, "effective": questions}
+        (results.get("task_hashes") or {}).pop(task, None)
+    results_path.write_text(json.dumps(results))

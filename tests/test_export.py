@@ -470,6 +470,12 @@ def read_eval_results(folder: Path) -> dict[str, dict]:
     return found
 
 
+def task_version(run: Path) -> str:
+    """The task's version as the run's results file records it (lm-eval's ``versions``)."""
+    (results_path,) = run.rglob("results_*.json")
+    return str(json.loads(results_path.read_text(encoding="utf-8"))["versions"][run.name])
+
+
 def test_eval_results_are_the_hubs_files_for_tasks_with_a_dataset_id(runs, exported, tmp_path):
     done = export(*runs.values(), "--format", "eval-results", "--output_path", tmp_path / "known",
                   "--source_url", "https://example.org/lm-eval-fin", "--source_user", "acme")
@@ -487,7 +493,7 @@ def test_eval_results_are_the_hubs_files_for_tasks_with_a_dataset_id(runs, expor
                    "weights: HuggingFaceTB/SmolLM2-135M-Instruct at revision not recorded",
                    "data: hub dataset Dragongon/FinLFQA, split validation", f"judge: {JUDGE}",
                    "judge prompt version: lfqa-prompt-1", "generation: until=[], do_sample=false",
-                   "no value: code_exec_rate", "lm-eval task fin_lfqa version 3.0"):
+                   "no value: code_exec_rate", f"lm-eval task fin_lfqa version {task_version(runs['fin_lfqa'])}"):
         assert phrase in notes, phrase
     given = export(*runs.values(), "--format", "eval-results", "--output_path", tmp_path / "given",
                    "--dataset_id", "acme/fin-bench")

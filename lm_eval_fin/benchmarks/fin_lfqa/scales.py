@@ -28,7 +28,7 @@ SCALES: dict[str, Scale] = {
     r"judge_(failure|parse_failure|skipped)": share("failure_rate", judged=True),
     r"parse_failure|degenerate_answer": share("failure_rate"),
     "index_base": Scale(0.0, 1.0, "index", "setting"),  # not a score: where the run's numbering starts
-    "truncated_answers": total("truncation"),
+    r"truncated_(documents|answers)": total("truncation"),
     "refine_rounds": count(),
     "refine_done": share("completion_rate"),
 }

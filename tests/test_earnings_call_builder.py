@@ -197,10 +197,12 @@ def test_build_with_the_embedded_model_in_all_three_roles(tmp_path, embedded_jud
 
 class ScriptedBackend:
     """A model behind the real judge layer (CachedJudge + sqlite cache) that says which
-    request it answers; ``batches`` holds every batch that reached the model."""
+    request it answers; ``batches`` holds every batch that reached the model; ``thinking``
+    comes before every reply (a reasoning model's block)."""
 
     def __init__(self):
         self.batches = []
+        self.thinking = ""
 
     def run(self, requests, sink):
         self.batches.append(list(requests))
@@ -209,7 +211,7 @@ class ScriptedBackend:
                 text = "Consolidated: " + request.messages[-1]["content"].rsplit("Answer 1:\n", 1)[1][:80]
             else:
                 text = f"An answer (seed {request.seed}, temperature {request.temperature})."
-            sink.done(index, JudgeResponse(text, prompt_tokens=10, completion_tokens=5))
+            sink.done(index, JudgeResponse(self.thinking + text, prompt_tokens=10, completion_tokens=5))
 
     def close(self):
         pass
@@ -339,3 +341,19 @@ def test_consolidation_follows_the_papers_figure_4(scripted_build, capsys):
     assert "no statement repeated and no needless wording" in system
     assert "not a source of new points" in system
     assert "missed" not in system and "add anything" not in system.lower()
+
+
+def test_a_reasoning_models_thinking_stays_out_of_answers_and_references(scripted_build, capsys):
+    run, backend = scripted_build
+    backend.thinking = "<think>Maybe revenue fell? Draft: revenue fell 3%.</think>\n"
+    code, out = run("--judge", "hf:one-model")
+    assert code == 0
+    # the consolidator is handed the answers without their thinking ...
+    user = backend.batches[2][0].messages[-1]["content"]
+    assert "Answer 1:\nAn answer (seed 0" in user and "Draft" not in user
+    # ... and the references hold the answer part only
+    references = [record["reference"] for record in read_dataset(out)]
+    assert references and all(r.startswith("Consolidated: An answer") for r in references)
+    assert not any("think>" in r or "Draft" in r for r in references)
+    # a reply cut off while thinking is no answer
+    assert ec.parse_answer("<think>revenue fell 3%") is None

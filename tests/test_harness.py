@@ -4,6 +4,7 @@ their replay."""
 
 import json
 import math
+import sys
 
 import pytest
 from hypothesis import given
@@ -37,6 +38,35 @@ def test_one_rule_for_no_judge(monkeypatch):
     assert read_settings("t", {}).judge is None
     # canonical spec: the trailing slash of a base URL is dropped
     assert read_settings("t", {"judge": "openai:http://h:1/v1/#m"}).judge == "openai:http://h:1/v1#m"
+
+
+def test_benchmarks_are_every_package_whose_task_module_defines_one(tmp_path, monkeypatch):
+    import lm_eval_fin.benchmarks as package
+    from lm_eval_fin.benchmarks.fin_agentbench.task import BENCHMARK as fin_agentbench
+    from lm_eval_fin.benchmarks.fin_ems.task import BENCHMARK as fin_ems
+    from lm_eval_fin.benchmarks.fin_lfqa.task import BENCHMARK as fin_lfqa
+
+    assert all_benchmarks() == (fin_agentbench, fin_ems, fin_lfqa)  # in the order of their names
+    # a toy benchmark in another folder of the package path is found in its place by name; a
+    # package without a task module, a task module without BENCHMARK and a loose module are not
+    for folder, task in (
+        ("fin_b_toy", "import dataclasses\nfrom lm_eval_fin.benchmarks.fin_ems.task import BENCHMARK as EMS\n"
+         "BENCHMARK = dataclasses.replace(EMS, name='fin_b_toy')\n"),
+        ("fin_c_no_task", None),
+        ("fin_d_no_benchmark", "NOT_A_BENCHMARK = 1\n"),
+    ):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+        if task is not None:
+            (tmp_path / folder / "task.py").write_text(task)
+    (tmp_path / "fin_e_loose.py").write_text("BENCHMARK = 1\n")
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path)])
+    try:
+        assert [b.name for b in all_benchmarks()] == ["fin_agentbench", "fin_b_toy", "fin_ems", "fin_lfqa"]
+    finally:
+        toys = tuple(f"lm_eval_fin.benchmarks.{p.stem}" for p in tmp_path.iterdir())
+        for name in [n for n in sys.modules if n.startswith(toys)]:
+            del sys.modules[name]
 
 
 def test_every_benchmark_rejects_a_bad_judge_spec_when_its_data_loads(monkeypatch):

@@ -6,18 +6,31 @@
     judge.py    the judge's prompt, reply parser and summary (benchmarks with a judge)
     task.py     the functions the task YAMLs name, and the benchmark's :class:`Benchmark`
 
-A new benchmark is a new package here, listed in :func:`all_benchmarks`, and a task folder
-``tasks/<name>/`` whose ``utils.py`` re-exports its ``task`` module.
+A new benchmark is a new package here whose ``task`` module defines ``BENCHMARK``
+(:func:`all_benchmarks` finds it; no list to edit), and a task folder ``tasks/<name>/``
+whose ``utils.py`` re-exports its ``task`` module.
 """
 
 from __future__ import annotations
+
+import importlib
+import importlib.util
+import pkgutil
 
 from lm_eval_fin.harness.benchmark import Benchmark
 
 
 def all_benchmarks() -> tuple[Benchmark, ...]:
-    from lm_eval_fin.benchmarks.fin_agentbench.task import BENCHMARK as fin_agentbench
-    from lm_eval_fin.benchmarks.fin_ems.task import BENCHMARK as fin_ems
-    from lm_eval_fin.benchmarks.fin_lfqa.task import BENCHMARK as fin_lfqa
-
-    return fin_agentbench, fin_ems, fin_lfqa
+    """Every benchmark: the ``BENCHMARK`` of each package here that has a ``task`` module
+    defining one, in the order of the packages' names (so runs, reports and exports list them
+    the same way on every machine). A task module that fails to import raises: a benchmark is
+    never left out in silence."""
+    found = []
+    for module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        task_name = f"{__name__}.{module.name}.task"
+        if not module.ispkg or importlib.util.find_spec(task_name) is None:
+            continue
+        benchmark = getattr(importlib.import_module(task_name), "BENCHMARK", None)
+        if benchmark is not None:
+            found.append(benchmark)
+    return tuple(found)

@@ -69,6 +69,33 @@ def test_benchmarks_are_every_package_whose_task_module_defines_one(tmp_path, mo
             del sys.modules[name]
 
 
+def test_one_rule_says_which_benchmark_owns_a_task():
+    from collections import namedtuple
+
+    from lm_eval_fin.agreement.criteria import family_of
+    from lm_eval_fin.export.facts import tables_of
+    from lm_eval_fin.owners import owner_of
+    from lm_eval_fin.report.catalog import Catalog
+
+    named = namedtuple("named", "name")
+    short, long = named("fin_lfqa"), named("fin_lfqa_x")
+    for candidates in ((short, long), (long, short)):  # the longest name wins, in any order
+        assert owner_of("fin_lfqa_x_long", candidates) is long
+        assert owner_of("fin_lfqa_test", candidates) is short
+        assert owner_of("fin_lfqax", candidates) is None
+    # the harness, the report, the exports and agreement ask it and agree on every shipped task
+    benchmarks = all_benchmarks()
+    catalog = Catalog(benchmarks)
+    for task in [*taskfiles.names(), "fin_emsx", "other"]:
+        owner = benchmark_of(task, benchmarks)
+        name = owner.name if owner else None
+        assert (catalog.entry(task) or named(None)).name == name, task
+        assert (tables_of(task) or named(None)).name == name, task
+        family = family_of(task)
+        assert family is None or family.name == name, task
+        assert (family is not None) == (owner is not None and owner.judged), task
+
+
 def test_every_benchmark_rejects_a_bad_judge_spec_when_its_data_loads(monkeypatch):
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
     for benchmark in all_benchmarks():

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lm_eval_fin.owners import owner_of
+
 
 @dataclass(frozen=True)
 class Scale:
@@ -133,11 +135,9 @@ FAMILIES = (FIN_LFQA, FIN_EMS)
 
 
 def family_of(task: str) -> Family | None:
-    """The family of a task: ``fin_lfqa`` and its variants (``fin_lfqa_posthoc``, ...), ``fin_ems``."""
-    for family in FAMILIES:
-        if task == family.name or task.startswith(family.name + "_"):
-            return family
-    return None
+    """The family of a task: ``fin_lfqa`` and its variants (``fin_lfqa_posthoc``, ...), ``fin_ems``;
+    the benchmarks' rule (:func:`lm_eval_fin.owners.owner_of`)."""
+    return owner_of(task, FAMILIES)
 
 
 def points_scale(max_score: int) -> Scale:

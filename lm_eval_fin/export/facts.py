@@ -22,6 +22,7 @@ import numpy as np
 from lm_eval_fin import paths
 from lm_eval_fin.export.public import public_text
 from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
+from lm_eval_fin.owners import owner_of
 from lm_eval_fin.report import stats
 from lm_eval_fin.runfiles import Metric, Run, TaskRun
 from lm_eval_fin.scales import Scale, scale_of
@@ -239,10 +240,9 @@ def all_tables() -> tuple[BenchmarkTables, ...]:
 
 
 def tables_of(task: str) -> BenchmarkTables | None:
-    """The tables of the benchmark that owns ``task`` (its name or ``<name>_*``; the longest
-    name wins); None for a task of no benchmark of ours."""
-    owners = [t for t in all_tables() if task == t.name or task.startswith(t.name + "_")]
-    return max(owners, key=lambda t: len(t.name)) if owners else None
+    """The tables of the benchmark that owns ``task`` (:func:`lm_eval_fin.owners.owner_of`);
+    None for a task of no benchmark of ours."""
+    return owner_of(task, all_tables())
 
 
 # ------------------------------------------------------------------------------- metrics

@@ -1,7 +1,7 @@
 """What a benchmark tells the harness about itself, so that the harness needs no list of them.
 
 Each ``lm_eval_fin/benchmarks/<name>/task.py`` defines one :class:`Benchmark`; the package
-``lm_eval_fin.benchmarks`` lists them, and the command line hands that list to the parts that
+``lm_eval_fin.benchmarks`` finds them, and the command line hands that list to the parts that
 work across benchmarks (checking a run before it starts, scoring logged samples, the demo,
 the report).
 """
@@ -16,6 +16,7 @@ from lm_eval_fin.harness import replay
 from lm_eval_fin.harness.settings import RunSettings, Setting, check_usable, read_settings
 from lm_eval_fin.harness.stage import BatchScore, Keep, filter_function
 from lm_eval_fin.harness.task import as_dataset
+from lm_eval_fin.owners import owner_of
 
 # documents(settings) -> (the task's documents, the settings they run with)
 Documents = Callable[[RunSettings], tuple[Sequence[dict[str, Any]], RunSettings]]
@@ -34,7 +35,8 @@ class Demo:
 
 @dataclass(frozen=True)
 class Benchmark:
-    """``name`` is the prefix of its tasks (``fin_ems`` owns ``fin_ems`` and ``fin_ems_*``).
+    """``name`` is the prefix of its tasks (``fin_ems`` owns ``fin_ems`` and ``fin_ems_*``;
+    :func:`benchmark_of`).
 
     ``check_data(task, settings)`` reads the run's data as the task's loader would, without a
     model, and raises with a one-line message when it cannot be used. ``score`` is its part of
@@ -62,9 +64,6 @@ class Benchmark:
     hub_dataset: str | None = None
     view: Any = None
     demo: Demo | None = None
-
-    def owns(self, task: str) -> bool:
-        return task == self.name or task.startswith(self.name + "_")
 
     def read_settings(self, task: str, metadata: Mapping[str, Any]) -> RunSettings:
         return read_settings(task, metadata, self.settings)
@@ -97,6 +96,5 @@ class Benchmark:
 
 
 def benchmark_of(task: str, benchmarks: Sequence[Benchmark]) -> Benchmark | None:
-    """The benchmark that owns ``task`` (the longest matching name wins)."""
-    owners = [b for b in benchmarks if b.owns(task)]
-    return max(owners, key=lambda b: len(b.name)) if owners else None
+    """The benchmark that owns ``task`` (:func:`lm_eval_fin.owners.owner_of`)."""
+    return owner_of(task, benchmarks)

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lm_eval_fin.owners import owner_of
 from lm_eval_fin.report.blocks import GENERIC, View
 
 # the per-answer metric the tasks log: 1.0 where the answer is empty, a repetition, an echo of
@@ -36,9 +37,6 @@ class Entry:
     headline: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     judged: bool = False
 
-    def owns(self, task: str) -> bool:
-        return task == self.name or task.startswith(self.name + "_")
-
 
 class Catalog:
     def __init__(self, benchmarks: Iterable[Any] = ()):
@@ -53,9 +51,8 @@ class Catalog:
         ]
 
     def entry(self, task: str) -> Entry | None:
-        """The benchmark that owns ``task`` (the longest matching name wins)."""
-        owners = [entry for entry in self.entries if entry.owns(task)]
-        return max(owners, key=lambda entry: len(entry.name)) if owners else None
+        """The benchmark that owns ``task`` (:func:`lm_eval_fin.owners.owner_of`)."""
+        return owner_of(task, self.entries)
 
     def group(self, task: str) -> str:
         """The name a task is grouped under: its benchmark's, else its own."""

@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -124,8 +125,16 @@ def test_embedded_gguf_is_found_without_importing_its_package():
 
 
 def test_wheel_ships_tasks_metrics_and_data(tmp_path):
+    # built from a copy of the sources: setuptools reuses the checkout's build/ folder, whose
+    # files from an earlier build would hide a package the configuration leaves out
+    source = tmp_path / "source"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for folder in ("lm_eval_fin", "tasks", "metrics"):
+        shutil.copytree(REPO / folder, source / folder, ignore=ignore)
+    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+        shutil.copy2(REPO / name, source / name)
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)],
         check=True, capture_output=True,
     )
     wheel = next(tmp_path.glob("lm_eval_fin-*.whl"))
@@ -143,6 +152,20 @@ def test_wheel_ships_tasks_metrics_and_data(tmp_path):
         "lm_eval_fin/data/finagentbench_demo/document_ranking_demo.jsonl",
     ]:
         assert expected in names
+    # every module of every package folder, the task folders' files and the shipped data, each
+    # where the install puts it (tasks/ and metrics/ as lm_eval_fin.tasks and lm_eval_fin.metrics)
+    shipped = {}
+    for folder, installed, patterns in (
+        ("lm_eval_fin", "lm_eval_fin", ("**/*.py", "data/**/*", "report/templates/*")),
+        ("tasks", "lm_eval_fin/tasks", ("**/*",)),
+        ("metrics", "lm_eval_fin/metrics", ("**/*.py", "**/*.md")),
+    ):
+        for pattern in patterns:
+            for path in (REPO / folder).glob(pattern):
+                if path.is_file() and "__pycache__" not in path.parts:
+                    shipped[path.relative_to(REPO).as_posix()] = f"{installed}/{path.relative_to(REPO / folder).as_posix()}"
+    assert "lm_eval_fin/attribution/__init__.py" in shipped.values()
+    assert {source for source, name in shipped.items() if name not in names} == set()
 
 
 def test_demo_runs_each_benchmark_on_its_own_shipped_sample_offline():

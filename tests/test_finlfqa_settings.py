@@ -215,9 +215,9 @@ def test_multistep_tasks_list_their_metrics():
     assert set(taskfiles.higher_is_better("fin_lfqa_iterative")) == end_to_end | {"refine_rounds", "refine_done"}
     doc = document("fin_lfqa_iterative")
     results = task.process_results(doc, [GOOD])
-    assert set(results) == end_to_end | {"refine_rounds", "refine_done"}
-    # no trace (an answer lm-eval's --use_cache served): no rounds known
-    assert (results["refine_rounds"], results["refine_done"]) == (None, None)
+    assert set(results) <= end_to_end
+    # no trace (an answer lm-eval's --use_cache served): no rounds known, left out
+    assert not {"refine_rounds", "refine_done"} & set(results)
     traced = task.process_results(doc, [records.encode(GOOD, {"trace": {"rounds": 2, "done": True, "steps": []}})])
     assert (traced["refine_rounds"], traced["refine_done"]) == (2.0, 1.0)
 

@@ -3,10 +3,14 @@ fin_lfqa run and a fin_agentbench run through the real ``lm_eval`` CLI (the embe
 answers, a scripted judge behind the real OpenAI-compatible test server judges), then
 
 * strict JSON: the results file and every samples line parse with NaN and Infinity refused;
-* lm-eval's results: every metric of each task's ``metric_list`` has a value (a number or
-  null) and a stderr key;
-* W&B: lm-eval's ``WandbLogger._generate_dataset`` (what ``--wandb_args`` uploads as the
-  samples table) builds its table from the samples, one column per listed metric;
+* lm-eval's results: a metric of each task's ``metric_list`` is a number with a stderr key
+  where the run defines it, and absent where it does not (never null: lm-eval 0.5 adds up what
+  it aggregates);
+* W&B: the figures ``WandbLogger`` logs (``_sanitize_results_dict``) hold the headline metrics
+  (EMS, BERTScore, the judge's); its samples table (``_generate_dataset``) needs every listed
+  metric in every line, which holds where every metric is defined (fin_agentbench);
+* Zeno: the metrics ``scripts/zeno_visualize.py`` registers (those whose aggregation is
+  ``mean``) hold the headline metrics;
 * Zeno: what lm-eval's ``scripts/zeno_visualize.py`` reads (it is not distributed on PyPI, so
   its reads are repeated here with lm-eval's own file-name helpers): every subfolder of the
   output path is a model folder with results files, the tasks come from the latest one's
@@ -93,13 +97,15 @@ def test_results_and_samples_are_strict_json_with_every_listed_metric(output_roo
         listed = [entry["metric"] for entry in results["configs"][task]["metric_list"]]
         entry = results["results"][task]
         for metric in listed:
-            value = entry[f"{metric},none"]
-            assert value is None or isinstance(value, (int, float)), (task, metric, value)
-            assert f"{metric}_stderr,none" in entry
+            if f"{metric},none" in entry:
+                assert isinstance(entry[f"{metric},none"], (int, float)), (task, metric, entry[f"{metric},none"])
+                assert f"{metric}_stderr,none" in entry
+            else:  # undefined on every document: in no line either
+                assert not any(metric in line for line in lines), (task, metric)
         assert lines
         for line in lines:
             for metric in listed:
-                assert line[metric] is None or isinstance(line[metric], float), (task, metric, line[metric])
+                assert metric not in line or isinstance(line[metric], float), (task, metric, line[metric])
             record = json.loads(line["filtered_resps"][0])
             assert record["format"].startswith("lm-eval-fin/") and isinstance(record["answer"], str)
 
@@ -114,7 +120,7 @@ def test_judged_values_are_per_sample_with_the_judge_named(output_roots):
     assert results["results"]["fin_lfqa"]["judge_score,none"] == 12.0
     _, ems_samples = run_files(output_roots["fin_ems"])
     (ems_line,) = ems_samples["fin_ems"]
-    assert ems_line["judge_failure"] == 0.0 and ems_line["ems_offline_rouge_f1"] is None
+    assert ems_line["judge_failure"] == 0.0 and "ems_offline_rouge_f1" not in ems_line
     assert json.loads(ems_line["filtered_resps"][0])["ems"]["method"] == "llm"
     # each answer's judge work, in its record: one verdict request for FinLFQA, EMS's rounds
     assert record["judge_usage"]["requests"] == record["judge_usage"]["model_calls"] == 1
@@ -142,7 +148,32 @@ def test_the_report_sums_the_judge_work_of_the_answers(output_roots, tmp_path, c
     assert f'{count(usage["completion_tokens"])} completion tokens' in page
 
 
-@pytest.mark.parametrize("name", ["fin_agentbench", "fin_ems", "fin_lfqa"])
+# the headline metrics of each judged run, defined there: what Zeno and W&B must show
+HEADLINES = {
+    "fin_ems": {"ems_llm_f1", "ems_llm_precision", "ems_llm_recall", "ems_rouge_f1", "bertscore_f1",
+                "ragchecker_f1", "judge_failure", "rouge_l_f1"},
+    "fin_lfqa": {"judge_score", "judge_accuracy", "judge_numerical", "judge_entailment", "bertscore_f1",
+                 "numeric_f1", "evidence_f1", "rouge_l", "judge_failure"},
+}
+
+
+@pytest.mark.parametrize("name", list(HEADLINES))
+def test_zeno_and_wandb_register_the_headline_metrics(output_roots, name):
+    """Zeno registers a metric only where its aggregation is ``mean``; W&B logs the figures of
+    the results that are numbers (strings go to its summary)."""
+    from lm_eval.loggers.wandb_logger import WandbLogger
+
+    results, _ = run_files(output_roots[name])
+    zeno = {metric["metric"] for metric in results["configs"][name]["metric_list"] if metric.get("aggregation") == "mean"}
+    assert HEADLINES[name] <= zeno, HEADLINES[name] - zeno
+    logger = WandbLogger.__new__(WandbLogger)
+    logger.post_init(results)
+    _, figures = logger._sanitize_results_dict()
+    wandb = {key.split("/", 1)[1] for key, value in figures.items() if isinstance(value, (int, float))}
+    assert HEADLINES[name] <= wandb, HEADLINES[name] - wandb
+
+
+@pytest.mark.parametrize("name", ["fin_agentbench"])
 def test_wandb_builds_its_samples_table(output_roots, name):
     from lm_eval.loggers.wandb_logger import WandbLogger
 
@@ -175,8 +206,8 @@ def test_zeno_reads_the_output_folder(output_roots, name):
             for x in data:
                 assert isinstance(x["arguments"]["gen_args_0"]["arg_0"], str) and "target" in x
                 assert isinstance(str(x["filtered_resps"][0]), str)
-                for metric in config["metric_list"]:
-                    assert metric["metric"] in x
+                for metric in config["metric_list"]:  # a metric undefined for the document is left out
+                    assert metric["metric"] in x or metric.get("aggregation") == "mean"
 
 
 def test_every_eval_ever_records_and_the_model_index_of_real_runs(output_roots, tmp_path, schemas):

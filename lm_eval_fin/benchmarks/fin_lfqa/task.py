@@ -39,7 +39,7 @@ from lm_eval_fin.harness.settings import (
     text,
 )
 from lm_eval_fin.harness.stage import JudgeUnavailable, predict_only, record_judge_failures, run_with_judge
-from lm_eval_fin.harness.task import degenerate_answer, mean_defined, metric_values, scored_record, total
+from lm_eval_fin.harness.task import degenerate_answer, metric_values, scored_record, total
 
 logger = logging.getLogger(__name__)
 
@@ -198,7 +198,7 @@ def judge_documents(datas: Sequence[dict], settings: RunSettings) -> list[dict]:
             for answer in answers]
 
 
-def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None]:
+def process_results(doc: dict, results: Sequence[str]) -> dict[str, float]:
     """Every metric of one document: its answer's scores, and the values in its record."""
     record = scored_record(results)
     settings = RunSettings.from_json(doc["settings"])
@@ -243,5 +243,5 @@ score_answers = BENCHMARK.filter_function()
 
 __all__ = [
     "BENCHMARK", "doc_to_target", "doc_to_text", "doc_to_text_posthoc", "load_iterative", "load_posthoc",
-    "load_test", "load_validation", "mean_defined", "process_results", "score_answers", "total",
+    "load_test", "load_validation", "process_results", "score_answers", "total",
 ]

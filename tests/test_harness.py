@@ -217,3 +217,27 @@ def test_a_replay_serves_the_logged_documents_with_the_scoring_judge(tmp_path, m
     assert replay.logged_documents("fin_ems") is None
     with pytest.raises(replay.ReplayError, match="no logged answer for document 'q9'"):
         replay.logged_answer("fin_agentbench_doc", {"id": "q9"})
+
+
+def test_the_context_fallback_reads_a_model_as_lm_evals_own_helper_does():
+    """lm-eval 0.5 has no ``resolve_max_length``: :mod:`~lm_eval_fin.harness.compat` reads the
+    context the same way where it is missing (the text model's config, the tokenizer, the default)."""
+    from types import SimpleNamespace
+
+    from lm_eval.models.utils import resolve_max_length
+    from transformers import GPT2Config, LlamaConfig
+
+    from lm_eval_fin.harness import compat
+
+    cases = [
+        (GPT2Config(n_positions=512), None),
+        (LlamaConfig(max_position_embeddings=8192), None),
+        (SimpleNamespace(max_position_embeddings=1200, text_config=SimpleNamespace(max_position_embeddings=32768)), None),
+        (SimpleNamespace(), SimpleNamespace(model_max_length=4096)),
+        (SimpleNamespace(), SimpleNamespace(model_max_length=compat.TOKENIZER_INFINITY)),
+        (SimpleNamespace(), None),
+    ]
+    found = [compat.max_length_of(config, tokenizer) for config, tokenizer in cases]
+    assert found == [resolve_max_length(config, tokenizer) for config, tokenizer in cases]
+    assert found == [512, 8192, 32768, 4096, 2048, 2048]
+    assert compat.resolve_max_length(*cases[1]) == 8192

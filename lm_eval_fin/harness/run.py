@@ -27,7 +27,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from lm_eval_fin import exit_status, paths, vllm_memory
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.flags import HelpFormatter, is_alias
-from lm_eval_fin.harness import preflight, stage, startchecks, taskfiles
+from lm_eval_fin.harness import compat, preflight, stage, startchecks, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.settings import SettingsError
 from lm_eval_fin.judge.base import failure_phrase
@@ -111,9 +111,7 @@ def judge_environment(ours: argparse.Namespace, argv: Sequence[str]) -> dict[str
 def lm_eval_arguments(args: list[str]) -> argparse.Namespace:
     """lm-eval's own reading of its arguments (its parser, so --tasks and --metadata mean
     what they mean to it); an argument it rejects ends here with its own message."""
-    from lm_eval._cli.harness import HarnessCLI
-
-    return HarnessCLI()._subparsers.choices["run"].parse_args(args)
+    return compat.run_arguments(args)
 
 
 @contextlib.contextmanager
@@ -133,8 +131,6 @@ def environment_set(environment: Mapping[str, str]) -> Iterator[None]:
 def call_lm_eval(args: Sequence[str], environment: Mapping[str, str]) -> list[stage.JudgeFailures]:
     """lm-eval's own CLI on ``args`` (our task folder included) with ``environment`` set; the
     judge failures its tasks recorded. lm-eval raises on its own errors."""
-    from lm_eval.__main__ import cli_evaluate
-
     from lm_eval_fin.harness import multistep  # noqa: F401 - registers --model fin-refine
 
     saved_argv = sys.argv
@@ -142,7 +138,7 @@ def call_lm_eval(args: Sequence[str], environment: Mapping[str, str]) -> list[st
     failures_before = len(stage.FAILURES)
     try:
         with environment_set(environment), only_our_tasks(lm_eval_arguments(list(args)).tasks or []):
-            cli_evaluate()
+            compat.cli_evaluate()
     finally:
         sys.argv = saved_argv
     return stage.FAILURES[failures_before:]

@@ -131,7 +131,7 @@ def test_wheel_ships_tasks_metrics_and_data(tmp_path):
     wheel = next(tmp_path.glob("lm_eval_fin-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for expected in [
-        "lm_eval_fin/tasks/fin_agentbench/_fin_agentbench.yaml",
+        "lm_eval_fin/tasks/fin_agentbench/fin_agentbench_doc.yaml",
         "lm_eval_fin/tasks/fin_agentbench/_default_template_yaml",
         "lm_eval_fin/tasks/fin_agentbench/utils.py",
         "lm_eval_fin/tasks/fin_agentbench/README.md",

@@ -15,6 +15,8 @@ answers, a scripted judge behind the real OpenAI-compatible test server judges),
   its reads are repeated here with lm-eval's own file-name helpers): every subfolder of the
   output path is a model folder with results files, the tasks come from the latest one's
   configs, and each sample holds the fields and every listed metric its tables take;
+* ``datasets``: the samples of a judged and an unjudged run load as one set with
+  :func:`lm_eval_fin.harness.samples.samples_features`;
 * ``lm-eval-fin export``: Every Eval Ever records valid against the every-eval-ever schemas,
   and a model card's model-index that huggingface_hub reads;
 * ``lm-eval-fin agreement``: the judged runs against labels, through the console script.
@@ -73,6 +75,24 @@ def output_roots(tmp_path_factory, embedded_model_dir):
             log, _ = process.communicate(timeout=900)
             assert process.returncode == 0, f"{name}: {log[-4000:]}"
     return {name: root / name for name in runs}
+
+
+@pytest.fixture(scope="module")
+def unjudged_lfqa_root(tmp_path_factory, embedded_model_dir):
+    """The --output_path of a fin_lfqa run without a judge: no judge metric in any line."""
+    root = tmp_path_factory.mktemp("unjudged")
+    env = {key: value for key, value in os.environ.items() if key != "LM_EVAL_FIN_JUDGE"}
+    metadata = {"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), "judge": "none",
+                "bertscore_model": "offline"}
+    done = subprocess.run(
+        [BIN / "lm_eval", "run", "--include_path", str(paths.tasks_dir()), "--model", "hf", "--model_args",
+         f"pretrained={embedded_model_dir},dtype=float32", "--apply_chat_template", "--tasks", "fin_lfqa",
+         "--gen_kwargs", "max_gen_toks=16", "--metadata", json.dumps(metadata), "--confirm_run_unsafe_code",
+         "--limit", "2", "--output_path", str(root / "fin_lfqa"), "--log_samples"],
+        cwd=root, env=dict(env, LM_EVAL_FIN_CACHE=str(root / "cache.sqlite")), capture_output=True, text=True,
+        timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return root / "fin_lfqa"
 
 
 def latest(paths_: list[Path]) -> Path:
@@ -250,3 +270,22 @@ def test_agreement_of_the_judged_run_with_labels(output_roots, tmp_path):
     study = strict_json((tmp_path / "study" / "agreement.json").read_text())
     assert "judge against people" in done.stdout or study["comparisons"]
     assert "accuracy" in done.stdout and "#verdict" in done.stdout
+
+
+def test_datasets_loads_the_samples_of_a_judged_and_an_unjudged_run_as_one_set(output_roots, unjudged_lfqa_root,
+                                                                                tmp_path):
+    """The unjudged run first: ``datasets`` would type the set by its lines, which have no judge
+    metric; the declared types add the column as nulls there."""
+    import datasets
+
+    from lm_eval_fin.harness.samples import samples_features
+
+    files = [str(latest(list(next(root.iterdir()).glob("samples_fin_lfqa_*.jsonl"))))
+             for root in (unjudged_lfqa_root, output_roots["fin_lfqa"])]
+    _, unjudged = run_files(unjudged_lfqa_root)
+    assert not any("judge_score" in line for line in unjudged["fin_lfqa"])
+    loaded = datasets.load_dataset("json", data_files=files, features=samples_features(files), split="train",
+                                   cache_dir=str(tmp_path / "cache"))
+    assert loaded["judge_score"] == [None, None, 12.0, 12.0]
+    assert loaded.features["judge_score"] == datasets.Value("float64")
+    assert all(isinstance(value, float) for value in loaded["rouge_l"])

@@ -106,3 +106,18 @@ def test_lm_eval_task_tests_pass_on_every_task(tmp_path, tasks):
     checks = {name.split("[")[0] for name in results}
     assert len(checks) >= 13  # the checks of lm-eval 0.4.13's BaseTasks
     assert sorted(results) == sorted(f"{check}[{task}]" for check in checks for task in tasks)
+
+
+def test_every_yaml_of_the_folder_names_one_task_once():
+    """lm-eval's CI names the tasks of a changed folder by reading ``task`` from every YAML in it
+    (its ``tests/utils.py``, not in the source distribution, with lm-eval's own YAML reader): a
+    group YAML would give a list, or a group beside its own tasks ("Duplicate task"). The
+    collections are tags, on the tasks' own YAMLs."""
+    from lm_eval.tasks._yaml_loader import load_yaml  # lm-eval's reader of task YAMLs (includes followed)
+
+    named = [load_yaml(path, resolve_func=False)["task"] for path in sorted(paths.tasks_dir().rglob("*.yaml"))]
+    assert all(isinstance(name, str) for name in named), named
+    assert sorted(named) == sorted(set(named)) == sorted(taskfiles.task_configs())
+    tags = set(taskfiles.names()) - set(named)
+    assert tags >= {"fin_agentbench", "fin_lfqa_settings"} and not tags & set(named)
+

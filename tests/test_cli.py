@@ -16,8 +16,8 @@ from lm_eval_fin.harness import demo, run
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
 FIN_TASKS = [
-    "fin_agentbench", "fin_agentbench_doc", "fin_agentbench_chunk", "fin_ems", "fin_lfqa", "fin_lfqa_test",
-    "fin_lfqa_posthoc", "fin_lfqa_iterative", "fin_lfqa_settings",
+    "fin_agentbench", "fin_agentbench_doc", "fin_agentbench_chunk", "fin_ems", "fin_lfqa", "fin_lfqa-test",
+    "fin_lfqa-posthoc", "fin_lfqa-iterative", "fin_lfqa_settings",
 ]
 
 

@@ -141,7 +141,7 @@ def test_lm_eval_fin_run_runs_the_posthoc_and_iterative_settings(tmp_path, embed
             "--model", "fin-refine",
             "--model_args", f"base=hf,pretrained={embedded_model_dir},dtype=float32",
             "--apply_chat_template",
-            "--tasks", "fin_lfqa_posthoc,fin_lfqa_iterative",
+            "--tasks", "fin_lfqa-posthoc,fin_lfqa-iterative",
             "--confirm_run_unsafe_code",
             "--metadata", json.dumps(metadata),
             "--limit", "1",
@@ -153,13 +153,13 @@ def test_lm_eval_fin_run_runs_the_posthoc_and_iterative_settings(tmp_path, embed
     )
     assert run.returncode == 0, run.stderr[-4000:]
     traces = {}
-    for name in ("fin_lfqa_posthoc", "fin_lfqa_iterative"):
+    for name in ("fin_lfqa-posthoc", "fin_lfqa-iterative"):
         run_, (line,) = read_task_run(out, name)
         assert set(run_.tasks[name].metrics) <= set(taskfiles.metric_names(name))
         assert 0.0 <= line["bertscore_f1"] <= 1.0  # "offline" reaches BERTScore
         traces[name] = (records.decode(line["filtered_resps"])["trace"], line)
-    posthoc, _ = traces["fin_lfqa_posthoc"]
-    refined, line = traces["fin_lfqa_iterative"]
+    posthoc, _ = traces["fin_lfqa-posthoc"]
+    refined, line = traces["fin_lfqa-iterative"]
     assert line["refine_rounds"] == 1.0 and line["refine_done"] == float(refined["done"])
     # every step of each example, in its record
     assert [s["step"] for s in posthoc["steps"]] == ["answer", "attribution"]
@@ -175,7 +175,7 @@ def test_lm_eval_fin_run_runs_the_posthoc_and_iterative_settings(tmp_path, embed
 def test_the_multistep_settings_refuse_a_plain_model(tmp_path):
     data = write_hub_fixture(tmp_path / "finlfqa.jsonl")
     run = subprocess.run(
-        [BIN / "lm-eval-fin", "run", "--model", "dummy", "--tasks", "fin_lfqa_posthoc", "--confirm_run_unsafe_code",
+        [BIN / "lm-eval-fin", "run", "--model", "dummy", "--tasks", "fin_lfqa-posthoc", "--confirm_run_unsafe_code",
          "--metadata", json.dumps({"data_path": str(data), "judge": "none", "bertscore_model": "offline"})],
         capture_output=True, text=True, cwd=tmp_path, timeout=600,
     )

@@ -205,7 +205,7 @@ def test_a_json_keyed_by_split_feeds_each_task_its_own_split(tmp_path, monkeypat
     test_docs, _ = data.load_documents("test", str(path))
     assert [d["id"] for d in test_docs] == ["test-1"] and not test_docs[0]["has_reference"]
     # the task's own loader passes its split through; its answers are private: --predict_only only
-    with pytest.raises(SettingsError, match="fin_lfqa_test: 1 example.*run it with --predict_only --log_samples"):
+    with pytest.raises(SettingsError, match="fin_lfqa-test: 1 example.*run it with --predict_only --log_samples"):
         UTILS.load_test(bertscore_model="offline", data_path=str(path))
     monkeypatch.setenv("LM_EVAL_FIN_PREDICT_ONLY", "1")
     assert UTILS.load_test(bertscore_model="offline", data_path=str(path))["test"]["id"] == ["test-1"]

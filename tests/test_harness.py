@@ -164,7 +164,7 @@ def test_the_yaml_is_the_one_place_for_directions_and_budgets():
     directions = taskfiles.higher_is_better("fin_lfqa")
     assert directions["judge_score"] is True and directions["judge_failure"] is False
     assert taskfiles.max_gen_toks("fin_ems") == 1024
-    assert set(taskfiles.task_configs()) >= {"fin_ems", "fin_lfqa", "fin_lfqa_test", "fin_agentbench_doc"}
+    assert set(taskfiles.task_configs()) >= {"fin_ems", "fin_lfqa", "fin_lfqa-test", "fin_agentbench_doc"}
     with pytest.raises(KeyError, match="no task 'fin_nothing'"):
         taskfiles.task_config("fin_nothing")
 

@@ -188,10 +188,10 @@ def test_malformed_samples_line_is_located(lfqa_folder, capsys):
 def test_tasks_find_their_benchmark_by_name():
     benchmarks = all_benchmarks()
     assert benchmark_of("fin_lfqa", benchmarks).name == "fin_lfqa"
-    assert benchmark_of("fin_lfqa_test", benchmarks).name == "fin_lfqa"
+    assert benchmark_of("fin_lfqa-test", benchmarks).name == "fin_lfqa"
     assert benchmark_of("fin_ems", benchmarks).name == "fin_ems"
     assert benchmark_of("fin_agentbench_doc", benchmarks).name == "fin_agentbench"
     assert benchmark_of("fin_emsx", benchmarks) is None
     assert {b.name for b in benchmarks if b.judged} == {"fin_ems", "fin_lfqa"}
-    match = runfiles.SAMPLES_FILE.match(f"samples_fin_lfqa_test_{DATE}.jsonl")
-    assert (match["task"], match["date"]) == ("fin_lfqa_test", DATE)
+    match = runfiles.SAMPLES_FILE.match(f"samples_fin_lfqa-test_{DATE}.jsonl")
+    assert (match["task"], match["date"]) == ("fin_lfqa-test", DATE)

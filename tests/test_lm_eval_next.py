@@ -18,9 +18,9 @@ from lm_eval_fin.harness import taskfiles
 
 REPO = Path(__file__).resolve().parents[1]
 NEXT_BIN = REPO / ".venv-next" / "bin"
-# one run per benchmark (each has its own --metadata); fin_lfqa_posthoc and _iterative need the
+# one run per benchmark (each has its own --metadata); fin_lfqa-posthoc and _iterative need the
 # fin-refine wrapper, which bare lm_eval cannot name (it is registered by import), and
-# fin_lfqa_test is predict-only: fin_lfqa is their template
+# fin_lfqa-test is predict-only: fin_lfqa is their template
 RUNS = {
     "fin_agentbench": (["fin_agentbench_doc", "fin_agentbench_chunk"], "dummy",
                        {"data_path": str(paths.data_path("finagentbench_demo"))}),

@@ -133,9 +133,9 @@ FAMILIES = (FIN_LFQA, FIN_EMS)
 
 
 def family_of(task: str) -> Family | None:
-    """The family of a task: ``fin_lfqa`` and its variants (``fin_lfqa_posthoc``, ...), ``fin_ems``."""
+    """The family of a task: ``fin_lfqa`` and its variants (``fin_lfqa-posthoc``, ...), ``fin_ems``."""
     for family in FAMILIES:
-        if task == family.name or task.startswith(family.name + "_"):
+        if task == family.name or task.startswith((family.name + "_", family.name + "-")):
             return family
     return None
 

@@ -132,7 +132,7 @@ def all_tables() -> tuple[BenchmarkTables, ...]:
 def tables_of(task: str) -> BenchmarkTables | None:
     """The tables of the benchmark that owns ``task`` (its name or ``<name>_*``; the longest
     name wins); None for a task of no benchmark of ours."""
-    owners = [t for t in all_tables() if task == t.name or task.startswith(t.name + "_")]
+    owners = [t for t in all_tables() if task == t.name or task.startswith((t.name + "_", t.name + "-"))]
     return max(owners, key=lambda t: len(t.name)) if owners else None
 
 

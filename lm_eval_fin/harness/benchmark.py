@@ -64,7 +64,7 @@ class Benchmark:
     demo: Demo | None = None
 
     def owns(self, task: str) -> bool:
-        return task == self.name or task.startswith(self.name + "_")
+        return task == self.name or task.startswith((self.name + "_", self.name + "-"))
 
     def read_settings(self, task: str, metadata: Mapping[str, Any]) -> RunSettings:
         return read_settings(task, metadata, self.settings)

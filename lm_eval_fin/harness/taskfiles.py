@@ -53,12 +53,13 @@ def task_configs() -> dict[str, dict[str, Any]]:
     return _configs()[0]
 
 
-def expand(name: str) -> list[str]:
-    """The tasks a name stands for: a tag's or group's members (recursively), else the name itself."""
+def expand(name: str, within: tuple[str, ...] = ()) -> list[str]:
+    """The tasks a name stands for: a tag's or group's members (recursively), else the name itself
+    (also a member that names a tag it is within: a tag may share a task's name)."""
     groups = _configs()[1]
-    if name not in groups:
+    if name not in groups or name in within:
         return [name]
-    return [task for member in groups[name] for task in expand(member)]
+    return [task for member in groups[name] for task in expand(member, (*within, name))]
 
 
 def names() -> list[str]:

@@ -37,7 +37,7 @@ class Entry:
     judged: bool = False
 
     def owns(self, task: str) -> bool:
-        return task == self.name or task.startswith(self.name + "_")
+        return task == self.name or task.startswith((self.name + "_", self.name + "-"))
 
 
 class Catalog:

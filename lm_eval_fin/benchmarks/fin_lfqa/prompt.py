@@ -5,11 +5,11 @@ and the answer format they share.
   ``Evidence:`` (the report paragraphs that support it, per company, or "inferred from clause
   N"), ``Code:`` (for a calculated number, a Python function that performs the calculation
   and returns the result; or "none") and ``Knowledge:`` (the knowledge entries it uses).
-* Post-hoc (``fin_lfqa_posthoc``): the answer alone first (figure 3: numbered one-sentence
+* Post-hoc (``fin_lfqa-posthoc``): the answer alone first (figure 3: numbered one-sentence
   clauses, no knowledge list), then the attributes of each clause of that answer (figure 4:
   code as a function that takes the input values it needs, performs the calculation and
   returns the result).
-* Iterative refinement (``fin_lfqa_iterative``): the end-to-end answer, then rounds of
+* Iterative refinement (``fin_lfqa-iterative``): the end-to-end answer, then rounds of
   feedback on the analysis with its code's execution results (figure 6: reply "Done" when
   nothing needs correcting) and a revision that follows the feedback (the paper does not show
   its revision prompt; ours asks for the whole analysis again in the same format).

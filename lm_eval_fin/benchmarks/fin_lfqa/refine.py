@@ -193,4 +193,4 @@ def _max_rounds(docs: Sequence[dict]) -> int:
     return MAX_ROUNDS
 
 
-PROTOCOLS = {"fin_lfqa_posthoc": posthoc, "fin_lfqa_iterative": iterative}
+PROTOCOLS = {"fin_lfqa-posthoc": posthoc, "fin_lfqa-iterative": iterative}

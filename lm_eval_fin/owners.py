@@ -1,6 +1,7 @@
 """Which benchmark owns a task, one rule for every part that asks (the harness, the report,
-agreement): a benchmark's name is the prefix of its tasks' names (``fin_ems`` owns ``fin_ems``
-and ``fin_ems_*``), and where two names match, the longer one owns the task (a ``fin_lfqa_x``
+agreement): a benchmark's name is the prefix of its tasks' names (``fin_lfqa`` owns ``fin_lfqa``,
+``fin_lfqa_*`` and ``fin_lfqa-*``: a variant joined by "-" is no glob prefix match of the main
+task's ``samples_fin_lfqa_*`` files), and where two names match, the longer one owns the task (a ``fin_lfqa_x``
 benchmark would own ``fin_lfqa_x_long``, not ``fin_lfqa``)."""
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ def owns(name: str, task: str) -> bool:
 
     >>> owns("fin_ems", "fin_ems"), owns("fin_ems", "fin_ems_long"), owns("fin_ems", "fin_emsx")
     (True, True, False)
+    >>> owns("fin_lfqa", "fin_lfqa-test")
+    True
     """
-    return task == name or task.startswith(name + "_")
+    return task == name or task.startswith((name + "_", name + "-"))
 
 
 def owner_of(task: str, candidates: Iterable[N]) -> N | None:

@@ -72,8 +72,8 @@ def strict_json(text: str):
 def read_task_run(folder: Path, task: str, model: str | None = None) -> tuple[runfiles.Run, list[dict]]:
     """The newest run of ``task`` under ``folder`` (by lm-eval's model, when given) and its
     samples lines, read with :mod:`lm_eval_fin.runfiles`. Checked on the way: both files are
-    strict JSON; the results give every metric of the task's metric_list a number or null, and
-    so does every sample."""
+    strict JSON; a metric of the task's metric_list is a number where the run (in the results)
+    or the document (in its sample) defines it, and absent where not, never null."""
     runs, _ = runfiles.read_results_dirs([folder])
     runs = [run for run in runs if task in run.tasks and (model is None or run.config.get("model") == model)]
     assert runs, f"no run of {task} under {folder}"
@@ -81,12 +81,13 @@ def read_task_run(folder: Path, task: str, model: str | None = None) -> tuple[ru
     results = strict_json(run.source.read_text(encoding="utf-8"))["results"][task]
     listed = taskfiles.metric_names(task)
     for name in listed:
-        value = results[f"{name},none"]
-        assert value is None or isinstance(value, (int, float)), (name, value)
+        value = results.get(f"{name},none", 0.0)
+        assert isinstance(value, (int, float)), (name, value)
     lines = [strict_json(line) for line in run.tasks[task].samples_path.read_text(encoding="utf-8").splitlines()]
     for line in lines:
         for name in listed:
-            assert line[name] is None or isinstance(line[name], (int, float)), (name, line[name])
+            assert isinstance(line.get(name, 0.0), (int, float)), (name, line[name])
+        assert set(line["metrics"]) <= set(listed)
     return run, lines
 
 

@@ -166,7 +166,7 @@ def test_judge_stability_for_score_judge_repeat():
              "q3": {"judge_accuracy": 3, "judge_score": 9}}
     second = {"q1": {"judge_accuracy": 4, "judge_score": 11}, "q2": {"judge_accuracy": 2, "judge_score": 6},
               "q3": {"judge_score": 9}}
-    found = judge_stability([first, second], "fin_lfqa_posthoc", resamples=20)
+    found = judge_stability([first, second], "fin_lfqa-posthoc", resamples=20)
     assert set(found) == {"accuracy", "overall"}
     assert found["accuracy"].n == 2 and found["accuracy"].unjudged == 1 and found["accuracy"].identical.value == 1
     assert found["overall"].identical.value == pytest.approx(2 / 3)

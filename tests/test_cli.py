@@ -17,8 +17,8 @@ from lm_eval_fin.harness import demo, run
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
 FIN_TASKS = [
-    "fin_agentbench", "fin_agentbench_doc", "fin_agentbench_chunk", "fin_ems", "fin_lfqa", "fin_lfqa_test",
-    "fin_lfqa_posthoc", "fin_lfqa_iterative", "fin_lfqa_settings",
+    "fin_agentbench", "fin_agentbench_doc", "fin_agentbench_chunk", "fin_ems", "fin_lfqa", "fin_lfqa-test",
+    "fin_lfqa-posthoc", "fin_lfqa-iterative", "fin_lfqa_settings",
 ]
 
 
@@ -140,7 +140,7 @@ def test_wheel_ships_tasks_metrics_and_data(tmp_path):
     wheel = next(tmp_path.glob("lm_eval_fin-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
     for expected in [
-        "lm_eval_fin/tasks/fin_agentbench/_fin_agentbench.yaml",
+        "lm_eval_fin/tasks/fin_agentbench/fin_agentbench_doc.yaml",
         "lm_eval_fin/tasks/fin_agentbench/_default_template_yaml",
         "lm_eval_fin/tasks/fin_agentbench/utils.py",
         "lm_eval_fin/tasks/fin_agentbench/README.md",

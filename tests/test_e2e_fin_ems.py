@@ -103,11 +103,11 @@ def test_with_the_embedded_model_as_judge(workdir, embedded_model_dir, embedded_
     assert unjudged in (0.0, 1.0)
     assert unjudged == (record["ems"]["judge_error"] is not None or any(record["ems"]["parse_failures"].values()))
     for name in EMS:
-        assert values[name] is None if unjudged else 0.0 <= values[name] <= 1.0, name
-        assert line[name] == values[name]  # one document: its value is the figure
+        assert values.get(name) is None if unjudged else 0.0 <= values[name] <= 1.0, name
+        assert line.get(name) == values.get(name)  # one document: its value is the figure
     for name in ("bleu", "bertscore_f1", "rouge_l_precision", "rouge_l_recall", "rouge_l_f1"):
         assert 0.0 <= values[name] <= 1.0, name
-    assert all(values[name] is None for name in OFFLINE)  # never posing as the other variant
+    assert all(values.get(name) is None for name in OFFLINE)  # never posing as the other variant
     rounds, usage = judge_usage(output)
     assert 1 <= rounds <= 4 and usage["requests"] > 0 and usage["model_calls"] > 0 and usage["prompt_tokens"] > 0
     # the demo transcript is longer than the context allows: cut, question kept whole
@@ -126,8 +126,8 @@ def test_offline_without_a_judge(offline_run):
     values = figures(run)
     for name in OFFLINE:
         assert 0.0 <= values[name] <= 1.0, name
-    # every judged metric is listed, and null: nothing was judged
-    assert all(values[name] is None for name in EMS + CLAIMS + ["judge_failure", "judge_parse_failure"])
+    # no judged metric in the results: nothing was judged
+    assert all(values.get(name) is None for name in EMS + CLAIMS + ["judge_failure", "judge_parse_failure"])
     assert values["truncated_documents"] == 1
     (line,) = lines
     record = records.decode(line["filtered_resps"])
@@ -187,8 +187,8 @@ def test_a_scripted_judge_prints_every_table_1_column_and_score_replays_it_from_
     scored, (scored_line,) = read_task_run(offline_out, "fin_ems", model="fin-replay")
     assert scored.date != offline_run[0].date and scored.source.parent == offline_run[0].source.parent
     assert scored_line["resps"] == offline_run[1][0]["resps"] == line["resps"]
-    for name in taskfiles.metric_names("fin_ems"):
-        assert scored_line[name] == line[name], name
+    for name in taskfiles.metric_names("fin_ems"):  # the same metrics defined, with the same values
+        assert scored_line.get(name) == line.get(name), name
     assert records.decode(scored_line["filtered_resps"])["judge"] == records.decode(line["filtered_resps"])["judge"]
     replayed_rounds, replayed_usage = judge_usage(score.stderr)
     assert replayed_rounds == rounds and replayed_usage["model_calls"] == 0

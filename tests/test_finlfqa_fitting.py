@@ -66,8 +66,8 @@ def whole_reports(doc):
 
 
 @pytest.mark.parametrize("protocol, longest", [
-    ("fin_lfqa_posthoc", lambda d: prompt.build_attribution_prompt(d, "")),
-    ("fin_lfqa_iterative", lambda d: prompt.build_revision_prompt(d, "", "")),
+    ("fin_lfqa-posthoc", lambda d: prompt.build_attribution_prompt(d, "")),
+    ("fin_lfqa-iterative", lambda d: prompt.build_revision_prompt(d, "", "")),
 ])
 def test_multistep_prompts_leave_room_for_what_the_model_writes_into_them(embedded_model_dir, protocol, longest):
     """The post-hoc attribution prompt holds the answer, the iterative revision prompt the
@@ -75,7 +75,7 @@ def test_multistep_prompts_leave_room_for_what_the_model_writes_into_them(embedd
     fitter = prompt_fitter({"pretrained": str(embedded_model_dir), "max_length": 4000}, 200, "fin_lfqa")
     doc = dict(data.to_document(long_record(), index_base=1), protocol=protocol)
     [fitted] = task.fit_documents([doc], fitter, protocol)
-    written = 200 if protocol == "fin_lfqa_posthoc" else 400 + prompt.RESULTS_RESERVE_TOKENS
+    written = 200 if protocol == "fin_lfqa-posthoc" else 400 + prompt.RESULTS_RESERVE_TOKENS
     assert fitted["truncated"]
     assert fitter.prompt_tokens(longest(fitted)) + written <= 4000 - 200
     end_to_end = task.fit_documents([dict(doc, protocol="")], fitter, "fin_lfqa")[0]

@@ -26,7 +26,7 @@ UTILS = _utils()
 
 
 def document(protocol="", **metadata):
-    settings = task.BENCHMARK.read_settings("fin_lfqa_iterative", {"judge": "none", **metadata})
+    settings = task.BENCHMARK.read_settings("fin_lfqa-iterative", {"judge": "none", **metadata})
     return dict(data.to_document(hub_record(), index_base=0), protocol=protocol, settings=settings.to_json())
 
 
@@ -122,7 +122,7 @@ def test_unreadable_attributes_leave_the_answer_unattributed():
 
 
 def test_posthoc_asks_once_per_document_in_one_batch():
-    docs = [document("fin_lfqa_posthoc"), document("fin_lfqa_posthoc")]
+    docs = [document("fin_lfqa-posthoc"), document("fin_lfqa-posthoc")]
     model = ScriptedModel(attribution=["1. Evidence: CWT [1]\nKnowledge: [0]", "nothing"])
     outcomes = refine.posthoc(docs, ["1. Up 25%.", "1. Flat."], model)
     assert model.calls == [([0, 1], ["attribution", "attribution"])]
@@ -155,7 +155,7 @@ def test_the_analysis_shows_what_each_snippet_gave_in_the_sandbox():
 
 
 def test_iterative_stops_at_done_and_after_max_rounds():
-    docs = [document("fin_lfqa_iterative", max_rounds=2) for _ in range(3)]
+    docs = [document("fin_lfqa-iterative", max_rounds=2) for _ in range(3)]
     model = ScriptedModel(
         # round 1: doc 0 is done; docs 1 and 2 get feedback. Round 2: doc 1 done, doc 2 not
         feedback=["Done", "Fix the code: it needs arguments.", "Clause 1 lacks evidence.", "Done", "Still wrong."],
@@ -183,7 +183,7 @@ def test_feedback_from_another_model(judge_cache):
 
     with ServerProcess() as server:
         spec = f"openai:{server.base_url}#reviewer"
-        docs = [document("fin_lfqa_iterative", max_rounds=2, feedback_model=spec) for _ in range(2)]
+        docs = [document("fin_lfqa-iterative", max_rounds=2, feedback_model=spec) for _ in range(2)]
         # the echo server repeats the prompt it gets (a review that is not "Done"), or fails
         # where the analysis asks it to
         model = ScriptedModel(revision=[GOOD, GOOD])
@@ -199,9 +199,9 @@ def test_feedback_from_another_model(judge_cache):
     assert {body["model"] for body in stats["bodies"]} == {"reviewer"}
     assert {body.get("max_tokens") or body.get("max_completion_tokens") for body in stats["bodies"]} == {2048}
     # self-feedback is the default, and a malformed spec stops the load
-    assert document("fin_lfqa_iterative")  # no feedback_model: the model under test reviews
+    assert document("fin_lfqa-iterative")  # no feedback_model: the model under test reviews
     with pytest.raises(SettingsError, match="feedback_model"):
-        document("fin_lfqa_iterative", feedback_model="nonsense")
+        document("fin_lfqa-iterative", feedback_model="nonsense")
 
 
 def test_the_feedback_prompt_holds_the_execution_results():
@@ -234,16 +234,16 @@ def test_the_wrapper_runs_protocols_around_lm_evals_dummy_model():
     model = multistep.MultiStepLM(base="dummy")
     assert multistep.wrapper_loaded()
     posthoc, iterative, plain = (dict(document(p, max_rounds=2), id=f"d{i}")
-                                 for i, p in enumerate(("fin_lfqa_posthoc", "fin_lfqa_iterative", "")))
-    replies = model.generate_until([_request(posthoc, "fin_lfqa_posthoc", 0),
-                                    _request(iterative, "fin_lfqa_iterative", 0), _request(plain, "fin_lfqa", 0)])
+                                 for i, p in enumerate(("fin_lfqa-posthoc", "fin_lfqa-iterative", "")))
+    replies = model.generate_until([_request(posthoc, "fin_lfqa-posthoc", 0),
+                                    _request(iterative, "fin_lfqa-iterative", 0), _request(plain, "fin_lfqa", 0)])
     assert replies == ["lol", "lol", "lol"]
-    post_trace = multistep.take_trace("fin_lfqa_posthoc", posthoc)
+    post_trace = multistep.take_trace("fin_lfqa-posthoc", posthoc)
     assert [s["step"] for s in post_trace["steps"]] == ["answer", "attribution"] and not post_trace["attributes_read"]
-    trace = multistep.take_trace("fin_lfqa_iterative", iterative)
+    trace = multistep.take_trace("fin_lfqa-iterative", iterative)
     assert (trace["rounds"], trace["done"]) == (2, False) and len(trace["steps"]) == 5
     assert multistep.take_trace("fin_lfqa", plain) is None
-    assert multistep.take_trace("fin_lfqa_iterative", iterative) is None  # taken once
+    assert multistep.take_trace("fin_lfqa-iterative", iterative) is None  # taken once
     with pytest.raises(ValueError, match="asks for protocol 'nope'"):
         model.generate_until([_request(dict(plain, protocol="nope"), "x", 0)])
 
@@ -262,13 +262,13 @@ def test_multistep_tasks_list_their_metrics():
     from lm_eval_fin.harness import taskfiles
 
     end_to_end = set(taskfiles.higher_is_better("fin_lfqa"))
-    assert set(taskfiles.higher_is_better("fin_lfqa_posthoc")) == end_to_end
-    assert set(taskfiles.higher_is_better("fin_lfqa_iterative")) == end_to_end | {"refine_rounds", "refine_done"}
-    doc = document("fin_lfqa_iterative")
+    assert set(taskfiles.higher_is_better("fin_lfqa-posthoc")) == end_to_end
+    assert set(taskfiles.higher_is_better("fin_lfqa-iterative")) == end_to_end | {"refine_rounds", "refine_done"}
+    doc = document("fin_lfqa-iterative")
     results = task.process_results(doc, [GOOD])
-    assert set(results) == end_to_end | {"refine_rounds", "refine_done"}
-    # no trace (an answer lm-eval's --use_cache served): no rounds known
-    assert (results["refine_rounds"], results["refine_done"]) == (None, None)
+    assert set(results) <= end_to_end
+    # no trace (an answer lm-eval's --use_cache served): no rounds known, left out
+    assert not {"refine_rounds", "refine_done"} & set(results)
     traced = task.process_results(doc, [records.encode(GOOD, {"trace": {"rounds": 2, "done": True, "steps": []}})])
     assert (traced["refine_rounds"], traced["refine_done"]) == (2.0, 1.0)
 
@@ -276,11 +276,11 @@ def test_multistep_tasks_list_their_metrics():
 def test_the_filter_stage_keeps_each_documents_steps_in_its_record(monkeypatch):
     """The steps the wrapper ran for a document reach its record, scored or --predict_only."""
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
-    docs = [dict(document("fin_lfqa_iterative", bertscore_model="offline"), id=f"doc{i}") for i in range(2)]
+    docs = [dict(document("fin_lfqa-iterative", bertscore_model="offline"), id=f"doc{i}") for i in range(2)]
     trace = {"rounds": 1, "done": False, "steps": [{"step": "answer", "reply": GOOD}]}
     for predict in ("0", "1"):
         monkeypatch.setenv("LM_EVAL_FIN_PREDICT_ONLY", predict)
-        multistep.keep_trace("fin_lfqa_iterative", docs[0], trace)
+        multistep.keep_trace("fin_lfqa-iterative", docs[0], trace)
         kept = [records.decode(text) for text in task.score_answers([["1. Up."], ["1. Flat."]], docs)]
         assert [r["trace"] for r in kept] == [trace, None]
         assert ("bertscore_f1" in kept[0]) == (predict == "0")  # scored, or only kept

@@ -104,9 +104,9 @@ def test_limits_and_the_unsafe_flag():
     assert startchecks.limit_problem(None) is None and startchecks.limit_problem(0.01) is None
     assert "--limit -1 leaves no documents" in startchecks.limit_problem(-1.0)
     assert startchecks.unsafe_code_problem(["fin_ems", "fin_agentbench_doc"], confirmed=False) is None
-    assert startchecks.unsafe_code_problem(["fin_lfqa_test"], confirmed=True) is None
-    assert startchecks.unsafe_code_problem(["fin_lfqa", "fin_lfqa_test"], confirmed=False).startswith(
-        "fin_lfqa, fin_lfqa_test run the model's code"
+    assert startchecks.unsafe_code_problem(["fin_lfqa-test"], confirmed=True) is None
+    assert startchecks.unsafe_code_problem(["fin_lfqa", "fin_lfqa-test"], confirmed=False).startswith(
+        "fin_lfqa, fin_lfqa-test run the model's code"
     )
 
 
@@ -123,17 +123,17 @@ def test_a_task_reads_shared_keys_then_its_benchmarks_section_then_its_own():
     metadata = {
         "bertscore_model": "offline", "max_gen_toks": 7,
         "fin_agentbench": {"gain": "linear", "max_gen_toks": 9}, "fin_agentbench_chunk": {"gain": "exponential"},
-        "fin_lfqa": {"data_path": "val.json"}, "fin_lfqa_test": {"data_path": "test.json"},
+        "fin_lfqa": {"data_path": "val.json"}, "fin_lfqa-test": {"data_path": "test.json"},
     }
     assert task_metadata("fin_agentbench_doc", metadata) == {"bertscore_model": "offline", "max_gen_toks": 9, "gain": "linear"}
     assert task_metadata("fin_agentbench_chunk", metadata)["gain"] == "exponential"
-    assert task_metadata("fin_lfqa_posthoc", metadata)["data_path"] == "val.json"  # its benchmark's section
-    assert task_metadata("fin_lfqa_test", metadata)["data_path"] == "test.json"
+    assert task_metadata("fin_lfqa-posthoc", metadata)["data_path"] == "val.json"  # its benchmark's section
+    assert task_metadata("fin_lfqa-test", metadata)["data_path"] == "test.json"
     assert task_metadata("fin_ems", metadata) == {"bertscore_model": "offline", "max_gen_toks": 7}
     # a task's own section wins over its group's, even where the group's name is longer
     grouped = {"fin_lfqa_settings": {"max_rounds": 2}, "fin_lfqa": {"max_rounds": 5}}
     assert task_metadata("fin_lfqa", grouped)["max_rounds"] == 5
-    assert task_metadata("fin_lfqa_iterative", grouped)["max_rounds"] == 2
+    assert task_metadata("fin_lfqa-iterative", grouped)["max_rounds"] == 2
     settings = BENCHMARKS["fin_agentbench"].read_settings("fin_agentbench_doc", metadata)
     assert settings["gain"] == "linear" and settings["max_gen_toks"] == 9
 

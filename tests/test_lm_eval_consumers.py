@@ -3,14 +3,20 @@ fin_lfqa run and a fin_agentbench run through the real ``lm_eval`` CLI (the embe
 answers, a scripted judge behind the real OpenAI-compatible test server judges), then
 
 * strict JSON: the results file and every samples line parse with NaN and Infinity refused;
-* lm-eval's results: every metric of each task's ``metric_list`` has a value (a number or
-  null) and a stderr key;
-* W&B: lm-eval's ``WandbLogger._generate_dataset`` (what ``--wandb_args`` uploads as the
-  samples table) builds its table from the samples, one column per listed metric;
+* lm-eval's results: a metric of each task's ``metric_list`` is a number with a stderr key
+  where the run defines it, and absent where it does not (never null: lm-eval 0.5 adds up what
+  it aggregates);
+* W&B: the figures ``WandbLogger`` logs (``_sanitize_results_dict``) hold the headline metrics
+  (EMS, BERTScore, the judge's); its samples table (``_generate_dataset``) needs every listed
+  metric in every line, which holds where every metric is defined (fin_agentbench);
+* Zeno: the metrics ``scripts/zeno_visualize.py`` registers (those whose aggregation is
+  ``mean``) hold the headline metrics;
 * Zeno: what lm-eval's ``scripts/zeno_visualize.py`` reads (it is not distributed on PyPI, so
   its reads are repeated here with lm-eval's own file-name helpers): every subfolder of the
   output path is a model folder with results files, the tasks come from the latest one's
   configs, and each sample holds the fields and every listed metric its tables take;
+* ``datasets``: the samples of a judged and an unjudged run load as one set with
+  :func:`lm_eval_fin.harness.samples.samples_features`;
 * ``lm-eval-fin export``: Every Eval Ever records valid against the every-eval-ever schemas,
   and a model card's model-index that huggingface_hub reads;
 * ``lm-eval-fin agreement``: the judged runs against labels, through the console script.
@@ -71,6 +77,24 @@ def output_roots(tmp_path_factory, embedded_model_dir):
     return {name: root / name for name in runs}
 
 
+@pytest.fixture(scope="module")
+def unjudged_lfqa_root(tmp_path_factory, embedded_model_dir):
+    """The --output_path of a fin_lfqa run without a judge: no judge metric in any line."""
+    root = tmp_path_factory.mktemp("unjudged")
+    env = {key: value for key, value in os.environ.items() if key != "LM_EVAL_FIN_JUDGE"}
+    metadata = {"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), "judge": "none",
+                "bertscore_model": "offline"}
+    done = subprocess.run(
+        [BIN / "lm_eval", "run", "--include_path", str(paths.tasks_dir()), "--model", "hf", "--model_args",
+         f"pretrained={embedded_model_dir},dtype=float32", "--apply_chat_template", "--tasks", "fin_lfqa",
+         "--gen_kwargs", "max_gen_toks=16", "--metadata", json.dumps(metadata), "--confirm_run_unsafe_code",
+         "--limit", "2", "--output_path", str(root / "fin_lfqa"), "--log_samples"],
+        cwd=root, env=dict(env, LM_EVAL_FIN_CACHE=str(root / "cache.sqlite")), capture_output=True, text=True,
+        timeout=900)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    return root / "fin_lfqa"
+
+
 def latest(paths_: list[Path]) -> Path:
     return max(paths_, key=lambda p: p.stem.rsplit("_", 1)[-1])
 
@@ -93,13 +117,15 @@ def test_results_and_samples_are_strict_json_with_every_listed_metric(output_roo
         listed = [entry["metric"] for entry in results["configs"][task]["metric_list"]]
         entry = results["results"][task]
         for metric in listed:
-            value = entry[f"{metric},none"]
-            assert value is None or isinstance(value, (int, float)), (task, metric, value)
-            assert f"{metric}_stderr,none" in entry
+            if f"{metric},none" in entry:
+                assert isinstance(entry[f"{metric},none"], (int, float)), (task, metric, entry[f"{metric},none"])
+                assert f"{metric}_stderr,none" in entry
+            else:  # undefined on every document: in no line either
+                assert not any(metric in line for line in lines), (task, metric)
         assert lines
         for line in lines:
             for metric in listed:
-                assert line[metric] is None or isinstance(line[metric], float), (task, metric, line[metric])
+                assert metric not in line or isinstance(line[metric], float), (task, metric, line[metric])
             record = json.loads(line["filtered_resps"][0])
             assert record["format"].startswith("lm-eval-fin/") and isinstance(record["answer"], str)
 
@@ -114,7 +140,7 @@ def test_judged_values_are_per_sample_with_the_judge_named(output_roots):
     assert results["results"]["fin_lfqa"]["judge_score,none"] == 12.0
     _, ems_samples = run_files(output_roots["fin_ems"])
     (ems_line,) = ems_samples["fin_ems"]
-    assert ems_line["judge_failure"] == 0.0 and ems_line["ems_offline_rouge_f1"] is None
+    assert ems_line["judge_failure"] == 0.0 and "ems_offline_rouge_f1" not in ems_line
     assert json.loads(ems_line["filtered_resps"][0])["ems"]["method"] == "llm"
     # each answer's judge work, in its record: one verdict request for FinLFQA, EMS's rounds
     assert record["judge_usage"]["requests"] == record["judge_usage"]["model_calls"] == 1
@@ -142,7 +168,32 @@ def test_the_report_sums_the_judge_work_of_the_answers(output_roots, tmp_path, c
     assert f'{count(usage["completion_tokens"])} completion tokens' in page
 
 
-@pytest.mark.parametrize("name", ["fin_agentbench", "fin_ems", "fin_lfqa"])
+# the headline metrics of each judged run, defined there: what Zeno and W&B must show
+HEADLINES = {
+    "fin_ems": {"ems_llm_f1", "ems_llm_precision", "ems_llm_recall", "ems_rouge_f1", "bertscore_f1",
+                "ragchecker_f1", "judge_failure", "rouge_l_f1"},
+    "fin_lfqa": {"judge_score", "judge_accuracy", "judge_numerical", "judge_entailment", "bertscore_f1",
+                 "numeric_f1", "evidence_f1", "rouge_l", "judge_failure"},
+}
+
+
+@pytest.mark.parametrize("name", list(HEADLINES))
+def test_zeno_and_wandb_register_the_headline_metrics(output_roots, name):
+    """Zeno registers a metric only where its aggregation is ``mean``; W&B logs the figures of
+    the results that are numbers (strings go to its summary)."""
+    from lm_eval.loggers.wandb_logger import WandbLogger
+
+    results, _ = run_files(output_roots[name])
+    zeno = {metric["metric"] for metric in results["configs"][name]["metric_list"] if metric.get("aggregation") == "mean"}
+    assert HEADLINES[name] <= zeno, HEADLINES[name] - zeno
+    logger = WandbLogger.__new__(WandbLogger)
+    logger.post_init(results)
+    _, figures = logger._sanitize_results_dict()
+    wandb = {key.split("/", 1)[1] for key, value in figures.items() if isinstance(value, (int, float))}
+    assert HEADLINES[name] <= wandb, HEADLINES[name] - wandb
+
+
+@pytest.mark.parametrize("name", ["fin_agentbench"])
 def test_wandb_builds_its_samples_table(output_roots, name):
     from lm_eval.loggers.wandb_logger import WandbLogger
 
@@ -175,8 +226,8 @@ def test_zeno_reads_the_output_folder(output_roots, name):
             for x in data:
                 assert isinstance(x["arguments"]["gen_args_0"]["arg_0"], str) and "target" in x
                 assert isinstance(str(x["filtered_resps"][0]), str)
-                for metric in config["metric_list"]:
-                    assert metric["metric"] in x
+                for metric in config["metric_list"]:  # a metric undefined for the document is left out
+                    assert metric["metric"] in x or metric.get("aggregation") == "mean"
 
 
 def test_every_eval_ever_records_and_the_model_index_of_real_runs(output_roots, tmp_path, schemas):
@@ -224,3 +275,22 @@ def test_agreement_of_the_judged_run_with_labels(output_roots, tmp_path):
     study = strict_json((tmp_path / "study" / "agreement.json").read_text())
     assert "judge against people" in done.stdout or study["comparisons"]
     assert "accuracy" in done.stdout and "#verdict" in done.stdout
+
+
+def test_datasets_loads_the_samples_of_a_judged_and_an_unjudged_run_as_one_set(output_roots, unjudged_lfqa_root,
+                                                                                tmp_path):
+    """The unjudged run first: ``datasets`` would type the set by its lines, which have no judge
+    metric; the declared types add the column as nulls there."""
+    import datasets
+
+    from lm_eval_fin.harness.samples import samples_features
+
+    files = [str(latest(list(next(root.iterdir()).glob("samples_fin_lfqa_*.jsonl"))))
+             for root in (unjudged_lfqa_root, output_roots["fin_lfqa"])]
+    _, unjudged = run_files(unjudged_lfqa_root)
+    assert not any("judge_score" in line for line in unjudged["fin_lfqa"])
+    loaded = datasets.load_dataset("json", data_files=files, features=samples_features(files), split="train",
+                                   cache_dir=str(tmp_path / "cache"))
+    assert loaded["judge_score"] == [None, None, 12.0, 12.0]
+    assert loaded.features["judge_score"] == datasets.Value("float64")
+    assert all(isinstance(value, float) for value in loaded["rouge_l"])

@@ -27,8 +27,8 @@ from lm_eval_fin.harness import stage, taskfiles
 LM_EVAL_SDISTS = Path(__file__).resolve().parents[1] / ".cache" / "lm-eval"
 RIG = Path(__file__).parent / "lm_eval_rig"
 DOCUMENTS = 12  # lm-eval's file takes the first 10 of each task
-# fin_lfqa_test's answers are private: the task loads for --predict_only runs only
-PREDICT_ONLY_TASKS = ["fin_lfqa_test"]
+# fin_lfqa-test's answers are private: the task loads for --predict_only runs only
+PREDICT_ONLY_TASKS = ["fin_lfqa-test"]
 GRADED_TASKS = [task for task in sorted(taskfiles.task_configs()) if task not in PREDICT_ONLY_TASKS]
 
 
@@ -106,3 +106,32 @@ def test_lm_eval_task_tests_pass_on_every_task(tmp_path, tasks):
     checks = {name.split("[")[0] for name in results}
     assert len(checks) >= 13  # the checks of lm-eval 0.4.13's BaseTasks
     assert sorted(results) == sorted(f"{check}[{task}]" for check in checks for task in tasks)
+
+
+def test_every_yaml_of_the_folder_names_one_task_once():
+    """lm-eval's CI names the tasks of a changed folder by reading ``task`` from every YAML in it
+    (its ``tests/utils.py``, not in the source distribution, with lm-eval's own YAML reader): a
+    group YAML would give a list, or a group beside its own tasks ("Duplicate task"). The
+    collections are tags, on the tasks' own YAMLs."""
+    from lm_eval.tasks._yaml_loader import load_yaml  # lm-eval's reader of task YAMLs (includes followed)
+
+    named = [load_yaml(path, resolve_func=False)["task"] for path in sorted(paths.tasks_dir().rglob("*.yaml"))]
+    assert all(isinstance(name, str) for name in named), named
+    assert sorted(named) == sorted(set(named)) == sorted(taskfiles.task_configs())
+    tags = set(taskfiles.names()) - set(named)
+    assert tags >= {"fin_agentbench", "fin_lfqa_settings"} and not tags & set(named)
+
+
+
+def test_no_task_name_is_a_glob_prefix_of_another():
+    """Every Eval Ever's lm-eval converter finds a task's samples with ``samples_{task}_*.jsonl``:
+    no task's samples file may match another task's pattern. Tags (``fin_agentbench``,
+    ``fin_lfqa_settings``, old names) have no results entry and no samples file."""
+    import fnmatch
+
+    tasks = sorted(taskfiles.task_configs())
+    for task in tasks:
+        for other in tasks:
+            if other != task:
+                assert not fnmatch.fnmatch(f"samples_{other}_2026-11-28T03-00-00.000001.jsonl", f"samples_{task}_*.jsonl"), (
+                    task, other)

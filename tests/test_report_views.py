@@ -59,7 +59,7 @@ def sample(key, doc, answer, record=None, values=None):
 def test_each_task_finds_its_benchmarks_view_and_headline():
     catalog = Catalog(all_benchmarks())
     assert catalog.view("fin_agentbench_chunk") is agentbench_view.VIEW
-    assert catalog.view("fin_lfqa_test") is lfqa_view.VIEW and catalog.view("fin_ems") is ems_view.VIEW
+    assert catalog.view("fin_lfqa-test") is lfqa_view.VIEW and catalog.view("fin_ems") is ems_view.VIEW
     assert catalog.view("fin_emsx") is GENERIC and catalog.view("hellaswag") is GENERIC
     assert catalog.headline("fin_agentbench_doc")[0] == "ndcg@5" and catalog.judged("fin_ems")
     assert catalog.is_diagnostic("fin_lfqa", "index_base") and catalog.is_diagnostic("fin_lfqa", "code_syntax")

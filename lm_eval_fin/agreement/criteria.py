@@ -135,7 +135,7 @@ FAMILIES = (FIN_LFQA, FIN_EMS)
 
 
 def family_of(task: str) -> Family | None:
-    """The family of a task: ``fin_lfqa`` and its variants (``fin_lfqa_posthoc``, ...), ``fin_ems``;
+    """The family of a task: ``fin_lfqa`` and its variants (``fin_lfqa-posthoc``, ...), ``fin_ems``;
     the benchmarks' rule (:func:`lm_eval_fin.owners.owner_of`)."""
     return owner_of(task, FAMILIES)
 

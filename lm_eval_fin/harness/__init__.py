@@ -3,8 +3,12 @@
 * :mod:`~lm_eval_fin.harness.settings`: what a task reads from lm-eval's ``metadata`` (its
   section of it, in a run of several benchmarks) and the environment, checked once when its
   dataset loads (a bad judge spec fails before generation);
+* :mod:`~lm_eval_fin.harness.compat`: lm-eval's internals (not its public API), each with a
+  fallback where a release lacks it;
 * :mod:`~lm_eval_fin.harness.task`: documents as an lm-eval dataset, the per-document metric
   values of ``process_results``, the aggregations;
+* :mod:`~lm_eval_fin.harness.samples`: the column types of lm-eval's samples files, for
+  ``datasets``;
 * :mod:`~lm_eval_fin.harness.stage`: lm-eval's filter stage for our tasks (one batched pass over
   a task's answers: judge rounds, BERTScore, the sandbox), the judge pool, the run's judge
   failures;

@@ -132,8 +132,9 @@ def prompt_fitter(metadata: Mapping[str, Any], max_gen_toks: int, task: str) -> 
         config_name, config_kwargs = config_arguments(metadata)
         assert config_name is not None, "the model named for the tokenizer names the config too"
         try:
-            from lm_eval.models.utils import resolve_max_length
             from transformers import AutoConfig
+
+            from lm_eval_fin.harness.compat import resolve_max_length
 
             max_length = resolve_max_length(AutoConfig.from_pretrained(config_name, **config_kwargs), tokenizer)
         except Exception as exc:  # noqa: BLE001 - as above, for the config

@@ -7,7 +7,7 @@ for feedback, revise, until the model says it is done). They run inside this wra
 lm-eval loads like any model::
 
     lm-eval-fin run --model fin-refine --model_args base=hf,pretrained=<model>,dtype=float32 \\
-        --tasks fin_lfqa_iterative --apply_chat_template --confirm_run_unsafe_code ...
+        --tasks fin_lfqa-iterative --apply_chat_template --confirm_run_unsafe_code ...
 
 ``base`` names the lm-eval model that answers (``hf``, ``vllm``, ``local-chat-completions``,
 ...); every other model argument is the base model's. A document that names a *protocol* in

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from lm_eval_fin import exit_status, paths, vllm_memory
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.flags import HelpFormatter, is_alias
-from lm_eval_fin.harness import preflight, saving, stage, startchecks, taskfiles
+from lm_eval_fin.harness import compat, preflight, saving, stage, startchecks, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.settings import SettingsError
 from lm_eval_fin.judge.base import failure_phrase
@@ -113,9 +113,7 @@ def judge_environment(ours: argparse.Namespace, argv: Sequence[str]) -> dict[str
 def lm_eval_arguments(args: list[str]) -> argparse.Namespace:
     """lm-eval's own reading of its arguments (its parser, so --tasks and --metadata mean
     what they mean to it); an argument it rejects ends here with its own message."""
-    from lm_eval._cli.harness import HarnessCLI
-
-    return HarnessCLI()._subparsers.choices["run"].parse_args(args)
+    return compat.run_arguments(args)
 
 
 @contextlib.contextmanager
@@ -144,8 +142,6 @@ class Outcome:
 def call_lm_eval(args: Sequence[str], environment: Mapping[str, str]) -> Outcome:
     """lm-eval's own CLI on ``args`` (our task folder included) with ``environment`` set, its
     writes checked. lm-eval raises on its own errors."""
-    from lm_eval.__main__ import cli_evaluate
-
     from lm_eval_fin.harness import multistep  # noqa: F401 - registers --model fin-refine
 
     saved_argv = sys.argv
@@ -154,7 +150,7 @@ def call_lm_eval(args: Sequence[str], environment: Mapping[str, str]) -> Outcome
     try:
         with environment_set(environment), only_our_tasks(lm_eval_arguments(list(args)).tasks or []), \
                 saving.checked_saves() as unsaved:
-            cli_evaluate()
+            compat.cli_evaluate()
     finally:
         sys.argv = saved_argv
     return Outcome(stage.FAILURES[failures_before:], unsaved)

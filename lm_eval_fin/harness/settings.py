@@ -235,8 +235,8 @@ def section_names() -> list[str]:
 
 def covers(section: str, task: str) -> bool:
     """Whether the section ``section`` holds settings of ``task``: its own, its group's, or its
-    benchmark's (``fin_lfqa`` covers ``fin_lfqa_test``)."""
-    return section == task or task.startswith(section + "_") or task in taskfiles.expand(section)
+    benchmark's (``fin_lfqa`` covers ``fin_lfqa-test``)."""
+    return section == task or task.startswith((section + "_", section + "-")) or task in taskfiles.expand(section)
 
 
 def sections_of(metadata: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,12 +6,14 @@ nested values travel as JSON text. Every document carries the run's settings
 (:meth:`~lm_eval_fin.harness.settings.RunSettings.to_json`) under ``settings``: the only way
 they reach the filter stage and ``process_results``.
 
-``process_results`` returns every metric of the task's ``metric_list`` for every document, a
-number or None where the metric is undefined for it (a judge that could not judge it, a
-reference that cites no knowledge); lm-eval logs those values per sample. Aggregations:
-lm-eval's ``mean`` for metrics defined on every document (lm-eval adds its standard error);
-:func:`mean_defined` where a value can be undefined (lm-eval computes no standard error for a
-function it does not know; the report bootstraps the logged values); :func:`total` for counts.
+``process_results`` returns, for each document, the metrics of the task's ``metric_list`` that
+are defined for it; a metric undefined for the document (a judge that could not judge it, a
+reference that cites no knowledge, a run without a judge) is left out, so lm-eval's own ``mean``
+runs over the documents where it is defined and a metric defined on none is absent from the
+results: never a None for lm-eval to add up (0.5 bootstraps a standard error for every
+aggregation but ``mean``), and ``aggregation: mean`` in the YAML, which readers of lm-eval's
+folders (Zeno registers only those metrics) take for a mean. lm-eval logs the values per sample.
+:func:`total` aggregates counts (defined on every document).
 """
 
 from __future__ import annotations
@@ -53,15 +55,17 @@ def degenerate_answer(record: Mapping[str, Any]) -> float:
     return float(bool(record.get("degenerate")))
 
 
-def metric_values(settings: RunSettings, values: Mapping[str, Any]) -> dict[str, float | None]:
-    """Every metric of the task's ``metric_list``, in its order: the value given (a finite
-    number, else None), None for a metric not given. A name the YAML does not list is a bug
-    (lm-eval would aggregate it with ``mean``), so it raises."""
+def metric_values(settings: RunSettings, values: Mapping[str, Any]) -> dict[str, float]:
+    """The metrics of the task's ``metric_list`` defined for one document, in the list's order:
+    each given value that is a finite number (a bool counts 1 or 0); None, NaN or a metric not
+    given is left out. A name the YAML does not list is a bug (lm-eval would aggregate it with
+    ``mean``), so it raises."""
     listed = taskfiles.metric_names(settings.task)
     unknown = sorted(set(values) - set(listed))
     if unknown:
         raise KeyError(f"{settings.task}: process_results gave metrics its YAML does not list: {unknown}")
-    return {name: _number(values.get(name)) for name in listed}
+    numbers = {name: _number(values.get(name)) for name in listed}
+    return {name: number for name, number in numbers.items() if number is not None}
 
 
 def _number(value: Any) -> float | None:
@@ -72,21 +76,10 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def mean_defined(items: Sequence[float | None]) -> float | None:
-    """Aggregation: the mean over the documents where the metric is defined; None (null in
-    the results) where it is defined on none.
-
-    >>> mean_defined([1.0, None, 0.0]), mean_defined([None])
-    (0.5, None)
-    """
-    defined = [item for item in items if item is not None]
-    return sum(defined) / len(defined) if defined else None
-
-
-def total(items: Sequence[float | None]) -> float:
+def total(items: Sequence[float]) -> float:
     """Aggregation: the sum (a count of documents or of things in them).
 
-    >>> total([1.0, None, 2.0])
+    >>> total([1.0, 0.0, 2.0])
     3.0
     """
-    return float(sum(item for item in items if item is not None))
+    return float(sum(items))

@@ -34,11 +34,15 @@ def _read(path: Path) -> dict[str, Any]:
 
 @functools.cache
 def _configs() -> tuple[dict[str, dict[str, Any]], dict[str, list[str]]]:
-    tasks, groups = {}, {}
+    tasks: dict[str, dict[str, Any]] = {}
+    groups: dict[str, list[str]] = {}
     for path in sorted(paths.tasks_dir().rglob("*.yaml")):
         config = _read(path)
         if isinstance(config.get("task"), str):
             tasks[config["task"]] = config
+            tags = config.get("tag") or []
+            for tag in [tags] if isinstance(tags, str) else tags:
+                groups.setdefault(str(tag), []).append(config["task"])
         elif isinstance(config.get("group"), str) and isinstance(config.get("task"), list):
             groups[config["group"]] = [str(name) for name in config["task"]]
     return tasks, groups
@@ -49,16 +53,17 @@ def task_configs() -> dict[str, dict[str, Any]]:
     return _configs()[0]
 
 
-def expand(name: str) -> list[str]:
-    """The tasks a name stands for: a group's members (recursively), else the name itself."""
+def expand(name: str, within: tuple[str, ...] = ()) -> list[str]:
+    """The tasks a name stands for: a tag's or group's members (recursively), else the name itself
+    (also a member that names a tag it is within: a tag may share a task's name)."""
     groups = _configs()[1]
-    if name not in groups:
+    if name not in groups or name in within:
         return [name]
-    return [task for member in groups[name] for task in expand(member)]
+    return [task for member in groups[name] for task in expand(member, (*within, name))]
 
 
 def names() -> list[str]:
-    """Every task and group name of the shipped task folder."""
+    """Every task, tag and group name of the shipped task folder."""
     tasks, groups = _configs()
     return sorted({*tasks, *groups})
 

@@ -3,10 +3,9 @@
 from lm_eval_fin.benchmarks.fin_ems.task import (
     doc_to_text,
     load_dataset,
-    mean_defined,
     process_results,
     score_answers,
     total,
 )
 
-__all__ = ["doc_to_text", "load_dataset", "mean_defined", "process_results", "score_answers", "total"]
+__all__ = ["doc_to_text", "load_dataset", "process_results", "score_answers", "total"]

@@ -8,7 +8,6 @@ from lm_eval_fin.benchmarks.fin_lfqa.task import (
     load_posthoc,
     load_test,
     load_validation,
-    mean_defined,
     process_results,
     score_answers,
     total,
@@ -16,5 +15,5 @@ from lm_eval_fin.benchmarks.fin_lfqa.task import (
 
 __all__ = [
     "doc_to_target", "doc_to_text", "doc_to_text_posthoc", "load_iterative", "load_posthoc", "load_test",
-    "load_validation", "mean_defined", "process_results", "score_answers", "total",
+    "load_validation", "process_results", "score_answers", "total",
 ]

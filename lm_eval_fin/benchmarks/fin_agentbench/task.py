@@ -28,7 +28,6 @@ from lm_eval_fin.harness.settings import RunSettings, Setting, SettingsError, on
 from lm_eval_fin.harness.stage import predict_only
 from lm_eval_fin.harness.task import (
     degenerate_answer,
-    mean_defined,
     metric_values,
     require_data_path,
     scored_record,
@@ -129,7 +128,7 @@ def read_rankings(answers: Sequence[str], docs: Sequence[dict], settings: RunSet
     return details
 
 
-def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None]:
+def process_results(doc: dict, results: Sequence[str]) -> dict[str, float]:
     record = scored_record(results)
     settings = RunSettings.from_json(doc["settings"])
     values: dict[str, Any] = {**score_ranking(doc, record.get("ranking"), gain=settings["gain"]),
@@ -166,6 +165,6 @@ BENCHMARK = Benchmark(
 score_answers = BENCHMARK.filter_function()
 
 __all__ = [
-    "BENCHMARK", "doc_to_target", "load_chunk_ranking", "load_document_ranking", "mean_defined", "process_results",
+    "BENCHMARK", "doc_to_target", "load_chunk_ranking", "load_document_ranking", "process_results",
     "score_answers", "total",
 ]

@@ -42,7 +42,6 @@ from lm_eval_fin.harness.settings import RunSettings, Setting, bertscore_setting
 from lm_eval_fin.harness.stage import JudgeUnavailable, record_judge_failures, run_with_judge
 from lm_eval_fin.harness.task import (
     degenerate_answer,
-    mean_defined,
     metric_values,
     require_data_path,
     scored_record,
@@ -146,7 +145,7 @@ def score_documents(answers: Sequence[str], docs: Sequence[dict], settings: RunS
             for detail, cut in zip(details, cuts)]
 
 
-def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None]:
+def process_results(doc: dict, results: Sequence[str]) -> dict[str, float]:
     """Every metric of one document: ROUGE-L and BLEU of its answer, and its record's values."""
     record = scored_record(results)
     settings = RunSettings.from_json(doc["settings"])
@@ -177,4 +176,4 @@ BENCHMARK = Benchmark(
 )
 score_answers = BENCHMARK.filter_function()
 
-__all__ = ["BENCHMARK", "doc_to_text", "load_dataset", "mean_defined", "process_results", "score_answers", "total"]
+__all__ = ["BENCHMARK", "doc_to_text", "load_dataset", "process_results", "score_answers", "total"]

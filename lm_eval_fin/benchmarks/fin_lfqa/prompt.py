@@ -5,11 +5,11 @@ and the answer format they share.
   ``Evidence:`` (the report paragraphs that support it, per company, or "inferred from clause
   N"), ``Code:`` (for a calculated number, a Python function that performs the calculation
   and returns the result; or "none") and ``Knowledge:`` (the knowledge entries it uses).
-* Post-hoc (``fin_lfqa_posthoc``): the answer alone first (figure 3: numbered one-sentence
+* Post-hoc (``fin_lfqa-posthoc``): the answer alone first (figure 3: numbered one-sentence
   clauses, no knowledge list), then the attributes of each clause of that answer (figure 4:
   code as a function that takes the input values it needs, performs the calculation and
   returns the result).
-* Iterative refinement (``fin_lfqa_iterative``): the end-to-end answer, then rounds of
+* Iterative refinement (``fin_lfqa-iterative``): the end-to-end answer, then rounds of
   feedback on the analysis with its code's execution results (figure 6: reply "Done" when
   nothing needs correcting) and a revision that follows the feedback (the paper does not show
   its revision prompt; ours asks for the whole analysis again in the same format).
@@ -221,15 +221,15 @@ def _longest(doc: dict, protocol: str, max_gen_toks: int) -> tuple[str, int]:
     the tokens those parts may take: post-hoc, the attribution prompt holds the answer;
     iterative, the revision prompt holds the analysis (with its execution results) and the
     feedback; end-to-end, its one prompt."""
-    if protocol == "fin_lfqa_posthoc":
+    if protocol == "fin_lfqa-posthoc":
         return build_attribution_prompt(doc, ""), max_gen_toks
-    if protocol == "fin_lfqa_iterative":
+    if protocol == "fin_lfqa-iterative":
         return build_revision_prompt(doc, "", ""), 2 * max_gen_toks + RESULTS_RESERVE_TOKENS
     return build_prompt(doc), 0
 
 
 def first_prompt(doc: dict, protocol: str) -> str:
-    return build_answer_prompt(doc) if protocol == "fin_lfqa_posthoc" else build_prompt(doc)
+    return build_answer_prompt(doc) if protocol == "fin_lfqa-posthoc" else build_prompt(doc)
 
 
 def fit_reports(doc: dict, fitter: PromptFitter, protocol: str = "") -> FittedReports:

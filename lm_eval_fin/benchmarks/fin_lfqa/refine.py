@@ -255,4 +255,4 @@ def _max_rounds(docs: Sequence[dict]) -> int:
     return int(settings.values.get("max_rounds", MAX_ROUNDS)) if settings else MAX_ROUNDS
 
 
-PROTOCOLS = {"fin_lfqa_posthoc": posthoc, "fin_lfqa_iterative": iterative}
+PROTOCOLS = {"fin_lfqa-posthoc": posthoc, "fin_lfqa-iterative": iterative}

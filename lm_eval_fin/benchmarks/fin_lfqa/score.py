@@ -32,7 +32,7 @@ def require_reference(doc: dict) -> None:
     if not doc.get("has_reference"):
         raise NoReferenceError(
             f"FinLFQA document {doc.get('id')} has no reference answer (the hub's test split keeps "
-            "its answers private): run fin_lfqa_test with --predict_only --log_samples, or score "
+            "its answers private): run fin_lfqa-test with --predict_only --log_samples, or score "
             "the validation split (fin_lfqa)."
         )
 

@@ -1,8 +1,8 @@
 """The lm-eval tasks of FinLFQA, one per setting of the paper (section 5.1):
 
-* ``fin_lfqa`` (validation split, scored) and ``fin_lfqa_test`` (test split, answers private:
+* ``fin_lfqa`` (validation split, scored) and ``fin_lfqa-test`` (test split, answers private:
   ``--predict_only``): end-to-end generation, one request per example;
-* ``fin_lfqa_posthoc`` and ``fin_lfqa_iterative`` (validation split): post-hoc attribution and
+* ``fin_lfqa-posthoc`` and ``fin_lfqa-iterative`` (validation split): post-hoc attribution and
   iterative refinement, several generation steps per example, run by the ``fin-refine`` model
   wrapper (:mod:`lm_eval_fin.harness.multistep`) with the protocols of
   :mod:`lm_eval_fin.benchmarks.fin_lfqa.refine`; their loaders stop with a message saying so
@@ -42,16 +42,16 @@ from lm_eval_fin.harness.settings import (
     text,
 )
 from lm_eval_fin.harness.stage import JudgeUnavailable, predict_only, record_judge_failures, run_with_judge
-from lm_eval_fin.harness.task import degenerate_answer, mean_defined, metric_values, scored_record, total
+from lm_eval_fin.harness.task import degenerate_answer, metric_values, scored_record, total
 
 logger = logging.getLogger(__name__)
 
 # task -> (hub split, multi-step protocol or "" for one request per example)
 TASKS = {
     "fin_lfqa": ("validation", ""),
-    "fin_lfqa_test": ("test", ""),
-    "fin_lfqa_posthoc": ("validation", "fin_lfqa_posthoc"),
-    "fin_lfqa_iterative": ("validation", "fin_lfqa_iterative"),
+    "fin_lfqa-test": ("test", ""),
+    "fin_lfqa-posthoc": ("validation", "fin_lfqa-posthoc"),
+    "fin_lfqa-iterative": ("validation", "fin_lfqa-iterative"),
 }
 # the demo's answers are shorter than the task's budget: a few minutes on 2 cores
 DEMO_ANSWER_TOKENS = 384
@@ -160,15 +160,15 @@ def load_validation(**metadata: Any) -> dict:
 
 
 def load_test(**metadata: Any) -> dict:
-    return _load("fin_lfqa_test", metadata)
+    return _load("fin_lfqa-test", metadata)
 
 
 def load_posthoc(**metadata: Any) -> dict:
-    return _load("fin_lfqa_posthoc", metadata)
+    return _load("fin_lfqa-posthoc", metadata)
 
 
 def load_iterative(**metadata: Any) -> dict:
-    return _load("fin_lfqa_iterative", metadata)
+    return _load("fin_lfqa-iterative", metadata)
 
 
 doc_to_text = prompt.build_prompt
@@ -243,7 +243,7 @@ def judge_documents(datas: Sequence[dict], settings: RunSettings) -> list[dict]:
             for answer in answers]
 
 
-def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None]:
+def process_results(doc: dict, results: Sequence[str]) -> dict[str, float]:
     """Every metric of one document: its answer's scores, and the values in its record."""
     record = scored_record(results)
     settings = RunSettings.from_json(doc["settings"])
@@ -258,7 +258,7 @@ def process_results(doc: dict, results: Sequence[str]) -> dict[str, float | None
         "truncated_answers": record.get("truncated_answer", False),
         "degenerate_answer": degenerate_answer(record),
     }
-    if doc.get("protocol") == "fin_lfqa_iterative":
+    if doc.get("protocol") == "fin_lfqa-iterative":
         trace = record.get("trace")  # none: an answer lm-eval's --use_cache served from its cache
         values["refine_rounds"] = trace["rounds"] if trace else None
         values["refine_done"] = trace["done"] if trace else None
@@ -289,5 +289,5 @@ score_answers = BENCHMARK.filter_function()
 
 __all__ = [
     "BENCHMARK", "doc_to_target", "doc_to_text", "doc_to_text_posthoc", "load_iterative", "load_posthoc",
-    "load_test", "load_validation", "mean_defined", "process_results", "score_answers", "total",
+    "load_test", "load_validation", "process_results", "score_answers", "total",
 ]

@@ -187,7 +187,7 @@ _PAPER = "FinLFQA (Long et al. 2025), Table 2"
 _SPLIT = "FinLFQA development set, 302 examples (not the shipped demo)"
 _COLUMNS = ("evidence_precision", "evidence_recall", "evidence_f1", "code_exec_rate", "knowledge_recall", "rouge_l",
             "bertscore_f1", "judge_score", "numeric_precision", "numeric_recall", "numeric_f1")
-_SETTINGS = {"fin_lfqa": "end-to-end", "fin_lfqa_posthoc": "post-hoc", "fin_lfqa_iterative": "iterative refinement"}
+_SETTINGS = {"fin_lfqa": "end-to-end", "fin_lfqa-posthoc": "post-hoc", "fin_lfqa-iterative": "iterative refinement"}
 _TABLE_2 = {
     "fin_lfqa": {
         "GPT-4o": (46.9, 75.0, 53.3, 26.3, 17.3, 19.3, 87.0, 13.7, 35.2, 54.9, 39.4),
@@ -195,13 +195,13 @@ _TABLE_2 = {
         "Llama-3.2-3B": (13.3, 22.8, 15.1, 22.5, 6.2, 18.5, 85.8, 7.5, 19.3, 27.0, 19.9),
         "Llama-3.2-1B": (0.6, 0.7, 0.6, 8.5, 0.0, 13.9, 81.1, 4.5, 6.8, 8.5, 6.6),
     },
-    "fin_lfqa_posthoc": {
+    "fin_lfqa-posthoc": {
         "GPT-4o": (49.0, 78.1, 55.5, 9.3, 19.3, 23.1, 87.5, 13.6, 37.9, 58.0, 42.3),
         "Llama-3.3-70B": (44.9, 71.3, 50.4, 16.6, 16.1, 19.7, 87.5, 13.1, 35.9, 51.8, 39.1),
         "Llama-3.2-3B": (10.5, 19.2, 12.2, 14.3, 8.2, 19.1, 86.6, 8.9, 24.2, 32.6, 25.3),
         "Llama-3.2-1B": (1.7, 3.0, 1.9, 1.5, 0.5, 15.3, 84.6, 5.6, 12.3, 14.5, 11.7),
     },
-    "fin_lfqa_iterative": {
+    "fin_lfqa-iterative": {
         "GPT-4o": (46.7, 75.0, 53.1, 29.8, 17.1, 20.0, 86.8, 13.5, 34.2, 54.7, 38.9),
         "Llama-3.3-70B": (50.8, 67.9, 54.1, 27.3, 17.3, 22.0, 86.7, 12.1, 35.4, 46.8, 36.6),
         "Llama-3.2-3B": (9.1, 13.3, 10.0, 22.5, 5.0, 20.6, 86.8, 6.7, 19.1, 22.9, 18.5),

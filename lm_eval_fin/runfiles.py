@@ -339,19 +339,31 @@ def task_samples(path: Path, metrics: dict[str, Metric], docs: dict | None = Non
     return SamplesRead(list(samples.values()), notes, prompts.hexdigest(), task_hash, len(doc_ids))
 
 
-def _whole_task_entry(results: dict, task: str, entry: dict, where: Path) -> None:
-    """:class:`RunError` (one line) where the results file lacks the task's config or version,
-    or a metric of its ``metric_list`` has no figure (not even lm-eval's null)."""
+def _whole_task_entry(results: dict, task: str, entry: dict, where: Path) -> list[str]:
+    """:class:`RunError` (one line) where the results file lacks the task's config or version;
+    else the metrics of its ``metric_list`` with no figure. lm-eval leaves out a metric that no
+    document defined (the task leaves an undefined value out of its document's metrics), so an
+    unreported metric is a metric with no value, unless the samples hold values of it
+    (:func:`_unreported_defined`)."""
     lacking = [key for key in ("configs", "versions")
                if not isinstance(results.get(key), dict) or task not in results[key]]
     if lacking:
         raise RunError(f"{where}: {task} has no {' or '.join(repr(k) for k in lacking)} entry: not a whole lm-eval "
                        "results file")
     reported = {key.partition(",")[0] for key in entry if "," in key}
-    missing = [name for name in _metric_list(results["configs"][task] or {}) if name not in reported]
-    if missing:
-        raise RunError(f"{where}: {task}: metrics of its metric_list have no figure in the results: "
-                       f"{', '.join(missing)}")
+    return [name for name in _metric_list(results["configs"][task] or {}) if name not in reported]
+
+
+def _unreported_defined(samples_path: Path, unreported: list[str], where: Path) -> None:
+    """:class:`RunError` where a document of the samples file has a value of a metric its
+    results file reports no figure of: the figure was removed, or the files are of two runs."""
+    if not unreported:
+        return
+    for line_where, line in read_jsonl(samples_path, RunError):
+        found = [name for name in unreported if isinstance(line, dict) and as_float(line.get(name)) is not None]
+        if found:
+            raise RunError(f"{where}: no figure of {', '.join(found)}, but {line_where} has a value of it: a figure "
+                           "removed from the results file, or the samples of another run?")
 
 
 def _samples_match(task_run: TaskRun, samples_path: Path, results: dict, read: SamplesRead) -> None:
@@ -401,7 +413,7 @@ def read_run(results_path: Path, results_dir: Path, docs: dict | None = None) ->
             if any(key.partition(",")[0] == PREDICT_ONLY_METRIC for key in entry):
                 predict_only.add(task)
             continue
-        _whole_task_entry(results, task, entry, results_path)
+        unreported = _whole_task_entry(results, task, entry, results_path)
         task_run = TaskRun(
             task=task,
             version=results["versions"][task],
@@ -416,10 +428,13 @@ def read_run(results_path: Path, results_dir: Path, docs: dict | None = None) ->
             except (OSError, UnicodeDecodeError) as exc:
                 raise RunError(f"cannot read {samples_path}: {exc}") from None
             _samples_match(task_run, samples_path, results, read)
+            _unreported_defined(samples_path, unreported, results_path)
             task_run.samples, task_run.notes = read.samples, read.notes
             task_run.logged = True
             task_run.samples_path = samples_path
             task_run.provenance["prompts hash (of lm-eval's per-sample prompt hashes)"] = read.prompts
+        if unreported:
+            task_run.notes.append(f"no value on any document: {', '.join(unreported)}")
         tasks[task] = task_run
     if not tasks:
         raise PredictOnlyRun(f"{results_path} reports no figure (a --predict_only run: score it with "

@@ -60,5 +60,5 @@ def test_lm_eval_runs_fin_agentbench_on_a_fixture(tmp_path, embedded_model_dir):
     (results_path,) = out.rglob("results_*.json")
     results = strict_json(results_path.read_text())["results"]
     assert results["fin_agentbench_chunk"]["truncated_documents,none"] == 0.0
-    assert 0.0 <= results["fin_agentbench"]["parse_failure,none"] <= 1.0
+    assert "fin_agentbench" not in results  # a tag that names both tasks, no group: no figure of its own
     assert runfiles.read_results_dirs([out])[1] == []

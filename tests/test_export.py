@@ -142,7 +142,8 @@ def test_uncertainty_is_lm_evals_stderr_and_the_bootstrap_of_the_documents(expor
     assert numeric["num_samples"] == 3 and numeric["num_bootstrap_samples"] == stats.BOOTSTRAP_RESAMPLES
     judge = results_of(record)["judge_score"]["score_details"]
     assert judge["score"] == 9.5 and judge["uncertainty"]["num_samples"] == 2  # the unjudged document has no value
-    assert "standard_error" not in judge["uncertainty"]  # a run-level aggregation: lm-eval gives "N/A"
+    # lm-eval's mean over the judged documents, with its stderr
+    assert judge["uncertainty"]["standard_error"]["value"] == pytest.approx(figures["judge_score_stderr,none"])
     # BLEU's figure is corpus-level, not the mean of the documents' values: no interval of that mean
     bleu = results_of(exported[1]["fin_ems"][1])["bleu"]
     assert "confidence_interval" not in bleu["score_details"].get("uncertainty", {})
@@ -605,7 +606,7 @@ def test_a_results_file_missing_a_metric_or_its_config_is_refused_in_one_line(ru
     save_results(folder, results)
     refused = export(folder, "--format", "model-index", "--output_path", tmp_path / "out")
     one_error(refused, 2, "no lm-eval run could be read")
-    assert "fin_agentbench_doc: metrics of its metric_list have no figure in the results: ndcg@5" in refused.stderr
+    assert "no figure of ndcg@5, but " in refused.stderr and "has a value of it" in refused.stderr
     for key in ("configs", "versions"):
         folder, _, results = broken_copy(runs, tmp_path, f"no-{key}")
         del results[key]

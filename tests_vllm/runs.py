@@ -115,13 +115,14 @@ def in_unit_range(results: dict, *metrics: str) -> None:
 
 def check_judged_ems(results: dict, scorers=("llm", "rouge", "bertscore")) -> float:
     """The EMS figures of a judged fin_ems run (lm-eval's results entry): in range over the
-    documents the judge scored, null when it scored none (a judge failure is never a score);
-    returns the share of documents left unjudged."""
+    documents the judge scored, absent when it scored none (lm-eval leaves out a metric no
+    document defines: a judge failure is never a score); returns the share of documents left
+    unjudged."""
     unjudged = results["judge_failure,none"] + results["judge_parse_failure,none"]
     assert 0.0 <= unjudged <= 1.0
     for scorer in scorers:
         for part in ("precision", "recall", "f1"):
-            value = results[f"ems_{scorer}_{part},none"]
+            value = results.get(f"ems_{scorer}_{part},none")
             assert value is None if unjudged == 1.0 else 0.0 <= value <= 1.0, (scorer, part, value)
     return unjudged
 

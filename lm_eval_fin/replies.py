@@ -3,15 +3,15 @@
 A judge may think aloud before it answers (``<think>...</think>``), restate the scale it was
 given ("accuracy: 1-5", "an integer from 0 to 10", ``{"score": <0-10>}``) or refuse in words
 that hold numbers. None of that is a verdict, and a parser that reads it as one turns a
-non-answer into a score. Every judge parser reads :func:`answer_part` only, and takes a
-number as a value only when :func:`is_scale` says it is not one end of a range.
+non-answer into a score. Reasoning is stripped once, where a reply enters: the judge layer
+hands every parser :func:`answer_part` only (:func:`lm_eval_fin.judge.complete_parsed_answers`),
+and the filter stage scores a model's answer part (:mod:`lm_eval_fin.harness.stage`). A
+parser takes a number as a value only when :func:`is_scale` says it is not one end of a range.
 """
 
 from __future__ import annotations
 
 import re
-
-from lm_eval_fin.cleantext import as_text
 
 # A reasoning block closed by its tag; what is before the last closing tag is thinking (some
 # chat templates open the block in the prompt, so the reply holds only the closing tag).
@@ -51,12 +51,3 @@ def is_scale(text: str, start: int, end: int) -> bool:
     True
     """
     return bool(_RANGE_AFTER.match(text, end)) or bool(_RANGE_BEFORE.search(text[max(0, start - 24):start]))
-
-
-def reply_answer(reply: object) -> str:
-    """The answer part of a reply of any type (bytes decoded, None empty).
-
-    >>> reply_answer(b"<think>maybe [2]</think>[1, 3]")
-    '[1, 3]'
-    """
-    return answer_part(as_text(reply))

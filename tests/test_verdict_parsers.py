@@ -10,13 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lm_eval_fin.benchmarks.fin_lfqa import judge as lfqa_judge
-from lm_eval_fin.ems.parsing import parse_match, parse_points, parse_score, parse_summary_bounds, parse_verdicts
+from lm_eval_fin.ems.parsing import parse_match, parse_score, parse_summary_bounds, parse_verdicts
 from lm_eval_fin.judge import JudgeResponse
-from lm_eval_fin.rerank import corecard
-from lm_eval_fin.rerank.cards import parse_card
-from lm_eval_fin.rerank.intent import parse_intent
 from lm_eval_fin.rerank.screening import parse_selection
-from lm_eval_fin.rerank.tournament import parse_listwise
 
 RANGE = st.sampled_from(["1-5", "1 - 5", "1–5", "1 to 5", "1 (worst) to 5 (best)", "<1-5>", "between 1 and 5"])
 NAMES = st.sampled_from([
@@ -41,7 +37,6 @@ NOT_A_VERDICT = [
     "accuracy: 8/10, numerical_correctness: 3, evidence_entailment: 5",  # another scale
     "Accuracy: 4.5, numerical correctness: 3, evidence entailment: 5",  # not an integer
     "Accuracy: 4, numerical: 3, evidence: 5. On reflection, accuracy: 2.",  # two different values
-    "<think>Accuracy: 4, numerical: 3, evidence: 5 ... but the",  # cut off while thinking
 ]
 
 
@@ -54,7 +49,6 @@ def test_lfqa_replies_that_are_not_verdicts_are_unreadable(reply):
     ('{"accuracy": 4, "numerical_correctness": 3, "evidence_entailment": 5}', (4, 3, 5)),
     ("Scale: accuracy 1-5 and so on.\nAccuracy: 4\nNumerical correctness: 3/5\nEvidence entailment: 5", (4, 3, 5)),
     ("- accuracy (1-5): 2\n- numerical correctness (1-5): 2\n- evidence entailment (1-5): 1", (2, 2, 1)),
-    ('<think>accuracy: 1?</think>{"accuracy": 4, "numerical_correctness": 3, "evidence_entailment": 5}', (4, 3, 5)),
     ('{"scores": {"accuracy": 5, "numerical_correctness": 5, "evidence_entailment": 4}, "why": "ok"}', (5, 5, 4)),
 ])
 def test_lfqa_verdicts_read_whatever_their_form(reply, scores):
@@ -123,14 +117,14 @@ def test_a_judge_that_only_restates_the_rubric_is_re_asked_then_counted_never_sc
     '{"score": 11}',
     "score: -1",
     "7\n\nThe points share the revenue figure, 2 of 3 facts.",  # a number in prose is no bare reply
-    "<think>Score: 8",
+    "",  # a reply cut off while thinking has no answer part
 ])
 def test_ems_score_of_a_non_verdict_is_unreadable(reply):
     assert parse_score(reply, 10) is None
 
 
 @pytest.mark.parametrize("reply, expected", [
-    ('{"score": "7/10"}', 0.7), ("**7**", 0.7), ("<think>score: 3</think>Score: 8", 0.8), ("Score: 6/10", 0.6),
+    ('{"score": "7/10"}', 0.7), ("**7**", 0.7), ("Score: 6/10", 0.6),
 ])
 def test_ems_score_still_reads_verdicts(reply, expected):
     assert parse_score(reply, 10) == pytest.approx(expected)
@@ -149,7 +143,6 @@ def test_ems_score_on_another_scale_is_never_read(value, scale):
     ("Match: 1-5", None),  # main: point 1
     ('{"match": "<number of the answer point>"}', None),
     ('{"match": "answer point 3"}', 2),
-    ('<think>{"match": 1}</think>{"match": 3}', 2),
 ])
 def test_ems_match(reply, expected):
     assert parse_match(reply, 5) == expected
@@ -160,19 +153,16 @@ def test_ems_match(reply, expected):
     '{"opening": "<integer>", "closing": "<integer>"}',
     '{"opening": 1}',
     '{"opening": 9, "closing": 0}',
-    "<think>",
+    "",
 ])
 def test_ems_summary_bounds_of_a_non_verdict_are_unreadable(reply):
     assert parse_summary_bounds(reply, 5) is None
 
 
-def test_ems_claim_verdicts_and_points_come_from_the_answer_part():
-    draft = '<think>{"verdicts": ["neutral", "neutral"]} no, wait</think>{"verdicts": ["entailment", "contradiction"]}'
-    assert parse_verdicts(draft, 2) == ["entailment", "contradiction"]
+def test_ems_claim_verdicts_read_only_whole_verdicts():
+    assert parse_verdicts('{"verdicts": ["entailment", "contradiction"]}', 2) == ["entailment", "contradiction"]
     assert parse_verdicts('{"verdicts": ["entailment"]}', 2) is None  # partial
     assert parse_verdicts("I cannot check these claims.", 2) is None
-    assert parse_points('<think>["draft point"]</think>["Revenue rose 6%."]') == ["Revenue rose 6%."]
-    assert parse_points('<think>["draft point"]') is None
 
 
 # ------------------------------------------------------------------------------- FinCARDS
@@ -183,20 +173,10 @@ def test_ems_claim_verdicts_and_points_come_from_the_answer_part():
     '{"selected": [{"id": 4, "score": -5, "reason": "x"}]}',
     '{"selected": [{"id": 4, "score": "<0-100>", "reason": "x"}]}',  # main: scored 50
     "I cannot rank these chunks.",
-    '<think>{"selected": [{"id": 4, "score": 90, "reason": "x"}]}',
+    "",
 ])
 def test_screening_reply_that_is_not_a_selection_is_unreadable(reply):
     assert parse_selection(reply, [2, 4]) is None
-
-
-def test_judge_parsers_of_fincards_read_the_answer_part_only():
-    assert parse_selection('<think>[2]</think>{"selected": [{"id": 4, "score": 90, "reason": "r"}]}', [2, 4]) == [
-        (4, 90.0, "r")]
-    assert parse_listwise('<think>{"ranking": [1, 2]}</think>{"ranking": [2, 1]}', [1, 2]) == [2, 1]
-    assert parse_listwise("<think>[1, 2]", [1, 2]) is None
-    assert parse_intent('<think>{"relation": "lookup"}</think>{"relation": "trend"}')["relation"] == "trend"
-    assert parse_card('<think>{"role": "heading"}') is None
-    assert corecard.parse_card('<think>{"summary": "x"}', "text") is None
 
 
 # ----------------------------------------------------------------------------- the helpers

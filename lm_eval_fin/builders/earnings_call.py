@@ -62,7 +62,6 @@ from typing import Any
 
 from lm_eval_fin.jsonl import read_jsonl
 from lm_eval_fin.judge.base import chat_request, prompt_hash
-from lm_eval_fin.replies import answer_part
 
 logger = logging.getLogger(__name__)
 
@@ -412,12 +411,12 @@ def answer_decoding(answerer_a, answerer_b) -> dict[str, dict[str, Any]]:
 
 
 def parse_answer(text: str | None) -> str | None:
-    """A free-text answer: its answer part (:func:`lm_eval_fin.replies.answer_part`; a reasoning
-    model's thinking is no part of a reference), stripped; None when empty or cut off while
-    thinking (the judge layer re-asks)."""
+    """A free-text answer, stripped; None when empty (the judge layer re-asks). The judge layer
+    hands over the reply's answer part only (a reasoning model's thinking is no part of a
+    reference; one cut off while thinking has no answer part, so it is empty here)."""
     if not isinstance(text, str):
         return None
-    text = answer_part(text).strip()
+    text = text.strip()
     return text or None
 
 

@@ -2,8 +2,9 @@
 scores and claim verdicts.
 
 Each returns None when the text cannot be read (the judge layer then retries, and the caller
-counts what stays unreadable as a parse failure); none raises on any string. Each reads the
-reply's answer part only (:func:`lm_eval_fin.replies.answer_part`), and a number that is one
+counts what stays unreadable as a parse failure); none raises on any string. Each is given
+the reply's answer part only (the judge layer strips a reasoning block before any parser
+sees the reply: :func:`lm_eval_fin.judge.complete_parsed_answers`), and a number that is one
 end of a restated scale ("0-10", "between 0 and 10", ``<0-10>``) is never a value: a refusal
 or a rubric echo is unreadable, not a score of 0 or a match with point 1. A number in prose is
 read only under its key ("score: 7", "answer point 3"); a bare number only when it is the
@@ -17,7 +18,7 @@ import re
 from typing import Any
 
 from lm_eval_fin.jsontext import json_values
-from lm_eval_fin.replies import answer_part, is_scale
+from lm_eval_fin.replies import is_scale
 
 _SIGNED = r"[-−]?\d+(?:\.\d+)?"
 _NO_MATCH_WORDS = re.compile(r"\b(none|null|no match|no matching|not matched|nothing)\b", re.IGNORECASE)
@@ -86,7 +87,6 @@ def parse_points(text: str | None) -> list[str] | None:
     """
     if not isinstance(text, str):
         return None
-    text = answer_part(text)
     for value in json_values(text, "[") + json_values(text, "{"):
         points = _as_point_list(value)
         if points is not None:
@@ -168,7 +168,6 @@ def parse_match_number(text: str | None) -> int | None:
     """
     if not isinstance(text, str):
         return None
-    text = answer_part(text)
     found, value = _keyed_value(text, _MATCH_KEYS)
     if found and value is None:  # {"match": null}
         return -1
@@ -241,7 +240,6 @@ def parse_score(text: str | None, max_score: int = 10) -> float | None:
     """
     if not isinstance(text, str):
         return None
-    text = answer_part(text)
     found, value = _keyed_value(text, _SCORE_KEYS)
     if not found:
         number = _prose_score(text, max_score)
@@ -284,7 +282,6 @@ def parse_summary_bounds(text: str | None, n_units: int) -> tuple[int, int] | No
     """
     if not isinstance(text, str):
         return None
-    text = answer_part(text)
     found_opening, opening = _keyed_value(text, _OPENING_KEYS)
     found_closing, closing = _keyed_value(text, _CLOSING_KEYS)
     if not (found_opening and found_closing):
@@ -314,7 +311,6 @@ def parse_verdicts(text: str | None, n_claims: int) -> list[str] | None:
     """
     if not isinstance(text, str):
         return None
-    text = answer_part(text)
     for value in json_values(text, "{") + json_values(text, "["):
         if isinstance(value, dict):
             value = next((value[key] for key in ("verdicts", "labels", "results") if key in value), None)

@@ -12,7 +12,9 @@ name one filter in their YAML::
 
 ``score_answers`` (:func:`filter_function`) takes each document's first response (as lm-eval's
 default filter does), reads it as the parsers will (:func:`~lm_eval_fin.cleantext.read_answer`)
-and runs the benchmark's batched work over all of them: judge rounds, BERTScore, the code
+and keeps its answer part (:func:`~lm_eval_fin.replies.answer_part`: a reasoning model's
+``<think>`` block is stripped here, once, and no parser or metric sees it; lm-eval keeps the
+raw output in the sample's ``resps``) and runs the benchmark's batched work over all of them: judge rounds, BERTScore, the code
 sandbox, each once per task. Its outcome for a document is the scored-answer record of
 :mod:`lm_eval_fin.records`, which lm-eval logs as the sample's filtered response and passes to
 ``process_results``; ``process_results`` turns it into plain numbers. The filter keeps
@@ -49,6 +51,7 @@ from lm_eval_fin.degenerate import degenerate_kind
 from lm_eval_fin.harness.settings import RunSettings
 from lm_eval_fin.judge import JudgeCacheError, JudgeConfigError
 from lm_eval_fin.judge.base import failure_phrase
+from lm_eval_fin.replies import answer_part
 
 logger = logging.getLogger(__name__)
 
@@ -92,7 +95,7 @@ def filter_function(
     def score_answers(resps: Sequence, docs: Sequence) -> list[str]:
         docs = list(docs)
         read = [read_answer(first_response(responses)) for responses in resps]
-        answers = [text for text, _ in read]
+        answers = [answer_part(text) for text, _ in read]
         cuts = [{"truncated_answer": cut} for _, cut in read]
         if not docs:
             return []

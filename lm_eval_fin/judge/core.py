@@ -34,8 +34,8 @@ missing, a constraint vLLM cannot enforce); the requests of the batch not finish
 that message as their error, and whatever finished before is already in the cache. A cache
 file that cannot be used raises :class:`~lm_eval_fin.judge.cache.JudgeCacheError`.
 
-:func:`complete_parsed` adds the parse step every caller needs: it parses each text with
-the caller's tolerant parser, re-sends only the unparsable ones with ``attempt + 1`` up to
+:func:`complete_parsed` adds the parse step every caller needs: it parses each text's answer
+part (a reasoning block stripped here, so no parser sees one) with the caller's tolerant parser, re-sends only the unparsable ones with ``attempt + 1`` up to
 ``max_attempts``, and counts what stayed unparsable as parse failures. An unparsable answer
 that an earlier run left in the cache is first sent again as it was (``refresh``), when the
 judge's ``retry_unparsable`` option is on: it may come from a judge that has been fixed since.
@@ -60,6 +60,7 @@ from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeRespons
 from lm_eval_fin.judge.cache import CachedAnswer, Claimant, JudgeCache, JudgeCacheError, cache_key, oversized_reply
 from lm_eval_fin.judge.options import JUDGE_ENV, JudgeOptions, resolve_options
 from lm_eval_fin.judge.spec import JudgeSpec, backend_kind, parse_spec
+from lm_eval_fin.replies import answer_part
 
 logger = logging.getLogger("lm_eval_fin.judge")
 
@@ -394,9 +395,12 @@ class CachedJudge(Judge):
 
 
 def _safe_parse(parse: Callable[[str], T | None], text: str) -> T | None:
-    """A parser that raises counts as a parse failure, never as a crash."""
+    """``parse`` of the reply's answer part: where every judge reply reaches its parser, a
+    reasoning block (``<think>...</think>``) is stripped, once for every parser
+    (:func:`~lm_eval_fin.replies.answer_part`; a reply cut off while thinking gives ``""``).
+    A parser that raises counts as a parse failure, never as a crash."""
     try:
-        return parse(text)
+        return parse(answer_part(text))
     except Exception as exc:  # noqa: BLE001 - any parser bug must not end the run
         logger.debug("judge answer parser %r raised %r", getattr(parse, "__name__", parse), exc)
         return None
@@ -406,10 +410,10 @@ def _safe_parse(parse: Callable[[str], T | None], text: str) -> T | None:
 class ParsedAnswer(Generic[T]):
     """The outcome of one request of :func:`complete_parsed_answers`.
 
-    ``value`` is the parsed answer, or None. ``text`` is the last raw reply (None when the
-    request failed for good); ``error`` says why it failed for good (None when the judge
-    answered, readable or not). So ``error`` set is a judge failure, and ``value`` None with
-    ``error`` None a parse failure.
+    ``value`` is the parsed answer, or None. ``text`` is the last raw reply, reasoning block
+    included, as the cache keeps it (None when the request failed for good); ``error`` says
+    why it failed for good (None when the judge answered, readable or not). So ``error`` set
+    is a judge failure, and ``value`` None with ``error`` None a parse failure.
     """
 
     value: T | None

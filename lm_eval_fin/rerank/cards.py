@@ -27,9 +27,9 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
+from lm_eval_fin.cleantext import as_text
 from lm_eval_fin.jsontext import as_enum, as_flag, as_share, as_strings, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
-from lm_eval_fin.replies import reply_answer
 from lm_eval_fin.rerank import rules
 
 ROLES = ("primary_evidence", "supporting_context", "definition", "caveat", "boilerplate", "heading")
@@ -217,7 +217,7 @@ def parse_card(text: object) -> dict[str, Any] | None:
     >>> parse_card('{"answer": 42}') is None
     True
     """
-    raw = parse_json_object(reply_answer(text))
+    raw = parse_json_object(as_text(text))
     return normalise_card(raw) if raw is not None else None
 
 

@@ -44,7 +44,6 @@ from typing import Any
 from lm_eval_fin.cleantext import as_text
 from lm_eval_fin.jsontext import as_enum, as_strings, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
-from lm_eval_fin.replies import reply_answer
 from lm_eval_fin.rerank import rules
 from lm_eval_fin.rerank.intent import TOPICS
 
@@ -191,7 +190,7 @@ def parse_card(text: object, chunk_text: str) -> dict[str, Any] | None:
     >>> parse_card('{"answer": 42}', "text") is None
     True
     """
-    raw = parse_json_object(reply_answer(text))
+    raw = parse_json_object(as_text(text))
     return normalise_card(raw, chunk_text) if raw is not None else None
 
 

@@ -18,9 +18,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from lm_eval_fin.cleantext import as_text
 from lm_eval_fin.jsontext import as_enum, as_flag, as_strings, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
-from lm_eval_fin.replies import reply_answer
 
 TOPICS = (
     "Revenue", "Costs/Expenses", "Profitability", "Liquidity", "Guidance/Outlook", "Risk", "ESG",
@@ -108,7 +108,7 @@ def parse_intent(text: object) -> dict[str, Any] | None:
     >>> intent["relation"], intent["metrics"], intent["numeric"], intent["topic"]
     ('trend', ['revenue'], True, 'Other')
     """
-    raw = parse_json_object(reply_answer(text))
+    raw = parse_json_object(as_text(text))
     return normalise_intent(raw) if raw is not None else None
 
 

@@ -44,10 +44,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from lm_eval_fin.cleantext import as_text
 from lm_eval_fin.jsontext import as_id, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
 from lm_eval_fin.ranking import parse_ranking
-from lm_eval_fin.replies import reply_answer
 from lm_eval_fin.rerank.cardview import fills_quota
 from lm_eval_fin.rerank.intent import DEFINITION, TREND
 
@@ -232,7 +232,7 @@ def parse_selection(text: object, group_ids: Sequence[int], high: int = MAX_KEEP
     [(3, 50.0, ''), (4, 50.0, '')]
     """
     allowed = set(group_ids)
-    text = reply_answer(text)
+    text = as_text(text)
     raw = parse_json_object(text)
     entries: list[Any] = []
     if raw is not None:

@@ -65,10 +65,10 @@ import random
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Generic, TypeVar
 
+from lm_eval_fin.cleantext import as_text
 from lm_eval_fin.jsontext import as_id, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
 from lm_eval_fin.ranking import parse_ranking
-from lm_eval_fin.replies import reply_answer
 
 SMALL_GROUP = 15
 LARGE_GROUP = 25
@@ -415,7 +415,7 @@ def parse_listwise(text: object, ids: Sequence[int]) -> list[int] | None:
     [9, 2]
     """
     allowed = set(ids)
-    text = reply_answer(text)
+    text = as_text(text)
     raw = parse_json_object(text)
     entries = raw.get("ranking") if raw is not None and isinstance(raw.get("ranking"), list) else None
     if entries is None and raw is not None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from lm_eval_fin.jsontext import json_values
 from lm_eval_fin.judge import ParsedAnswer, chat_request, complete_parsed_answers, prompt_hash
-from lm_eval_fin.replies import answer_part, is_scale
+from lm_eval_fin.replies import is_scale
 
 JUDGE_CRITERIA = ("accuracy", "numerical_correctness", "evidence_entailment")
 JUDGE_MAX_TOKENS = 128  # the reply is a short JSON object; judge_max_tokens overrides it
@@ -136,7 +136,7 @@ def _verdict_of(grades: dict[str, list[int | None]]) -> JudgeVerdict | None:
 def parse_verdict(text: str | None) -> JudgeVerdict | None:
     """The three scores from a judge's reply, or None when the reply is not a verdict.
 
-    Read from the answer part only (:func:`lm_eval_fin.replies.answer_part`): the last JSON
+    Given the answer part only (the judge layer strips a reasoning block): the last JSON
     object naming a criterion decides; without one, "accuracy: 4" style lines. Every
     criterion must be there, an integer 1..5 ("4/5" reads as 4); a value out of range, of
     another scale or given twice differently makes the reply unreadable, and a restated
@@ -153,8 +153,7 @@ def parse_verdict(text: str | None) -> JudgeVerdict | None:
     """
     if not isinstance(text, str):
         return None
-    answer = answer_part(text)
-    named = [obj for value in json_values(answer, "{") for obj in _objects(value) if any(map(_criterion, obj))]
+    named = [obj for value in json_values(text, "{") for obj in _objects(value) if any(map(_criterion, obj))]
     grades: dict[str, list[int | None]] = {}
     if named:
         for key, value in named[-1].items():
@@ -162,8 +161,8 @@ def parse_verdict(text: str | None) -> JudgeVerdict | None:
             if criterion is not None:
                 grades.setdefault(criterion, []).append(_grade(value))
         return _verdict_of(grades)
-    for match in _NAMED_VALUE.finditer(answer):
-        if is_scale(answer, match.start("value"), match.end("value")):
+    for match in _NAMED_VALUE.finditer(text):
+        if is_scale(text, match.start("value"), match.end("value")):
             continue  # the rubric restated
         value = float(match.group("value").replace("−", "-"))
         criterion = _criterion(match.group("name"))  # always one: the same patterns found the name

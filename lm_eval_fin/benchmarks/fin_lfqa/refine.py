@@ -31,6 +31,7 @@ from lm_eval_fin.benchmarks.fin_lfqa import prompt
 from lm_eval_fin.benchmarks.fin_lfqa.score import CODE_TIMEOUT_S
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.settings import RunSettings
+from lm_eval_fin.replies import answer_part
 
 logger = logging.getLogger(__name__)
 
@@ -228,12 +229,15 @@ def iterative(docs: Sequence[dict], answers: Sequence[str], generate: Generate) 
             break
         results = run_snippets([current[i] for i in active], [docs[i]["companies"] for i in active])
         analyses = {i: with_results(current[i], r) for i, r in zip(active, results)}
-        feedback = give_feedback(active, [prompt.build_feedback_prompt(docs[i], analyses[i]) for i in active])
+        replies = give_feedback(active, [prompt.build_feedback_prompt(docs[i], analyses[i]) for i in active])
+        # a reply enters here: its answer part is the feedback (a reasoning model's thinking is
+        # none); the trace keeps the raw reply
+        feedback = [answer_part(reply) for reply in replies]
         revise = []
-        for i, reply, executed in zip(active, feedback, results):
+        for i, raw, reply, executed in zip(active, replies, feedback, results):
             trace = traces[i]
             trace["rounds"] += 1
-            trace["steps"].append({"step": "feedback", "executions": [text for _, text in executed], "reply": reply})
+            trace["steps"].append({"step": "feedback", "executions": [text for _, text in executed], "reply": raw})
             if is_done(reply):
                 trace["done"] = True
             elif not reply.strip():

@@ -71,7 +71,7 @@ MISTAKES = {
     ),
     "task not found": (
         ["--tasks", "fin-ems"],
-        "Tasks not found: fin-ems; did you mean 'fin_ems' for 'fin-ems'? lm-eval-fin's tasks: fin_agentbench,",
+        "Tasks not found: fin-ems; did you mean 'fin_ems'? lm-eval-fin's tasks: fin_agentbench,",
     ),
 }
 

@@ -36,7 +36,7 @@ def problems_of(task, data_path, scored=True):
     metadata = {"data_path": str(data_path)}
     if not task.startswith("fin_agentbench"):
         metadata["bertscore_model"] = "offline"  # the packaged MiniLM: no hub needed
-    problems, _, _ = preflight.task_problems([task], metadata, all_benchmarks(), scored)
+    problems = preflight.task_problems([task], metadata, all_benchmarks(), scored).problems
     return [p.message for p in problems]
 
 
@@ -156,7 +156,7 @@ def test_run_wants_room_for_the_samples_of_its_data(tmp_path, monkeypatch):
     monkeypatch.setattr(atomic.shutil, "disk_usage", lambda path: usage)
     lm_args = type("Args", (), {"tasks": ["fin_lfqa"], "output_path": str(tmp_path / "out"), "model": "dummy",
                                 "metadata": {"data_path": str(LFQA), "bertscore_model": "offline"}})
-    problems = preflight.run_problems(lm_args, all_benchmarks())
+    problems = preflight.run_problems(lm_args, all_benchmarks()).problems
     assert [p.message.split(":")[0] for p in problems] == [f"--output_path {tmp_path / 'out'}"]
 
 

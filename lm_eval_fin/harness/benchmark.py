@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lm_eval_fin.harness import replay
-from lm_eval_fin.harness.settings import RunSettings, Setting, check_usable, read_settings
+from lm_eval_fin.harness.settings import RunSettings, Setting, check_usable, settings_of
 from lm_eval_fin.harness.stage import BatchScore, Keep, filter_function
 from lm_eval_fin.harness.task import as_dataset
 from lm_eval_fin.owners import owner_of
@@ -66,7 +66,9 @@ class Benchmark:
     demo: Demo | None = None
 
     def read_settings(self, task: str, metadata: Mapping[str, Any]) -> RunSettings:
-        return read_settings(task, metadata, self.settings)
+        """The settings of ``task``: those ``lm-eval-fin run`` read before lm-eval started,
+        where it handed them on, else read here (:func:`~lm_eval_fin.harness.settings.settings_of`)."""
+        return settings_of(task, metadata, self.settings)
 
     def check_usable(self, settings: RunSettings) -> None:
         check_usable(settings, self.settings)

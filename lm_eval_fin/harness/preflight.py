@@ -21,8 +21,8 @@ cache is all that is wrong.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ from lm_eval_fin import atomic, hub
 from lm_eval_fin.exit_status import Problem
 from lm_eval_fin.harness import saving, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
+from lm_eval_fin.harness.settings import RunSettings
+from lm_eval_fin.harness.suggest import did_you_mean
 
 # lm-eval models that load weights on this machine from ``pretrained`` (``fin-refine`` wraps
 # one of them, named by its ``base`` argument); API models name a served model instead.
@@ -66,25 +68,37 @@ def _data_bytes(data_path: Any) -> int:
     return 0
 
 
+@dataclass
+class TaskChecks:
+    """What :func:`task_problems` found: the problems of every task of ours named, the judge
+    specs the judged ones will use, the bytes of local data they read, and the settings it
+    read (task -> settings, and :func:`~lm_eval_fin.harness.settings.reading_key` -> settings:
+    what the run hands on to the tasks' loaders, so that they are read once)."""
+
+    problems: list[Problem] = field(default_factory=list)
+    judges: set[str] = field(default_factory=set)
+    data_bytes: int = 0
+    settings: dict[str, RunSettings] = field(default_factory=dict)
+    handed: dict[str, RunSettings] = field(default_factory=dict)
+
+
 def task_problems(
     tasks: Sequence[str], metadata: Mapping[str, Any], benchmarks: Sequence[Benchmark], scored: bool = True
-) -> tuple[list[Problem], set[str], int]:
-    """(the problems of every task of ours that ``tasks`` names, the judge specs the judged
-    ones will use, the bytes of local data they read). ``scored``: the run computes the
+) -> TaskChecks:
+    """The checks of every task of ours that ``tasks`` names. ``scored``: the run computes the
     metrics (not ``--predict_only``), so data its scorer cannot score is a problem. Names
     that are not ours are lm-eval's business; a ``fin_`` name that is no task of ours is a typo."""
-    from lm_eval_fin.harness.settings import check_user_metadata
+    from lm_eval_fin.harness.settings import check_user_metadata, reading_key
 
     ours = taskfiles.names()
     shared = [setting.name for benchmark in benchmarks for setting in benchmark.settings]  # any task ignores these
-    problems: list[Problem] = []
-    judges: set[str] = set()
-    data_bytes = 0
+    checks = TaskChecks()
+    problems, judges = checks.problems, checks.judges
     for name in tasks:
         if name.startswith("fin_") and name not in ours:
-            close = difflib.get_close_matches(name, ours, n=1)
+            close = did_you_mean([name], ours)
             problems.append(Problem(
-                f"no task {name!r}" + (f"; did you mean {close[0]!r}?" if close else "") + " lm-eval-fin's tasks: "
+                f"no task {name!r}" + (f"; {close}" if close else "") + " lm-eval-fin's tasks: "
                 + ", ".join(ours)
             ))
             continue
@@ -98,6 +112,8 @@ def task_problems(
             except (ValueError, OSError, RuntimeError) as exc:
                 problems.append(Problem(_first_line(exc)))
                 continue
+            checks.settings[task] = settings
+            checks.handed[reading_key(task, metadata, benchmark.settings)] = settings
             if benchmark.check_data is not None:
                 try:
                     benchmark.check_data(task, settings)
@@ -107,15 +123,15 @@ def task_problems(
                 except (ValueError, OSError, RuntimeError) as exc:
                     problems.append(Problem(_first_line(exc)))
                 if "data_path" in settings.values:
-                    data_bytes += _data_bytes(settings["data_path"])
+                    checks.data_bytes += _data_bytes(settings["data_path"])
             try:
                 benchmark.check_usable(settings)
             except (ValueError, OSError, RuntimeError) as exc:
                 problems.append(Problem(_first_line(exc)))
             if benchmark.judged and settings.judge:
                 judges.add(settings.judge)
-    unique = list(dict.fromkeys(problems))  # a group names a task twice: say it once
-    return unique, judges, data_bytes
+    checks.problems = list(dict.fromkeys(problems))  # a group names a task twice: say it once
+    return checks
 
 
 def model_backend(model: str | None, model_args: Mapping[str, Any] | None) -> tuple[str, dict[str, Any]]:
@@ -138,17 +154,19 @@ def model_problem(model: str | None, model_args: Mapping[str, Any] | None) -> Pr
     return None if problem is None else Problem(f"--model_args pretrained: {problem}")
 
 
-def run_problems(lm_args: Any, benchmarks: Sequence[Benchmark]) -> list[Problem]:
+def run_problems(lm_args: Any, benchmarks: Sequence[Benchmark]) -> TaskChecks:
     """Every problem :mod:`this module <lm_eval_fin.harness.preflight>` can see in a run
-    whose lm-eval arguments are ``lm_args`` (lm-eval's own reading of them)."""
+    whose lm-eval arguments are ``lm_args`` (lm-eval's own reading of them), with the
+    settings read on the way (:class:`TaskChecks`)."""
     from lm_eval_fin.judge import parse_spec
     from lm_eval_fin.judge.preflight import judge_problems
 
     scored = not getattr(lm_args, "predict_only", False)
-    problems, judges, data_bytes = task_problems(
+    checks = task_problems(
         getattr(lm_args, "tasks", None) or [], getattr(lm_args, "metadata", None) or {}, benchmarks, scored
     )
-    problems += judge_problems(parse_spec(spec) for spec in sorted(judges))
+    problems, data_bytes = checks.problems, checks.data_bytes
+    problems += judge_problems(parse_spec(spec) for spec in sorted(checks.judges))
     model = model_problem(getattr(lm_args, "model", None), getattr(lm_args, "model_args", None))
     if model is not None:
         problems.append(model)
@@ -159,4 +177,4 @@ def run_problems(lm_args: Any, benchmarks: Sequence[Benchmark]) -> list[Problem]
     output = None if layout else atomic.output_problem(output_path, needed)
     if output is not None:
         problems.append(Problem(output))
-    return problems
+    return checks

@@ -211,7 +211,7 @@ def _replay(files, spec: str | None, options: dict, output: Path, unsafe: list[s
             *(["--confirm_run_unsafe_code"] if unsafe else []),
         ]
         print(f"{PROG}: scoring {', '.join(f.task for f in files)} of {which} with judge {spec}", file=sys.stderr)
-        return run.call_lm_eval(argv, {replay.REPLAY_ENV: str(plan_path)})
+        return run.call_lm_eval(argv, {replay.REPLAY_ENV: str(plan_path)}, [f.task for f in files])
 
 
 def judge_stability(results: Sequence[Path]) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import difflib
 import json
 import os
 import sys
@@ -31,7 +30,8 @@ from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.flags import HelpFormatter, is_alias
 from lm_eval_fin.harness import compat, preflight, saving, stage, startchecks, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
-from lm_eval_fin.harness.settings import SettingsError
+from lm_eval_fin.harness.settings import SettingsError, handed_on
+from lm_eval_fin.harness.suggest import did_you_mean
 from lm_eval_fin.judge.base import failure_phrase
 from lm_eval_fin.judge.options import (
     JUDGE_ENV,
@@ -73,8 +73,8 @@ def split_arguments(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]
     for arg in rest:
         name = arg.partition("=")[0]
         if name.startswith("--judge"):
-            close = difflib.get_close_matches(name, flags, n=1)
-            hint = f"; did you mean {close[0]}?" if close else f"; see `{PROG} --help`"
+            close = did_you_mean([name], flags, show=str)
+            hint = f"; {close}" if close else f"; see `{PROG} --help`"
             parser.error(f"unrecognised option {name}{hint}")
         if name == "--include_path":
             parser.error(
@@ -139,16 +139,18 @@ class Outcome:
     unsaved: list[saving.Unsaved]
 
 
-def call_lm_eval(args: Sequence[str], environment: Mapping[str, str]) -> Outcome:
+def call_lm_eval(args: Sequence[str], environment: Mapping[str, str], tasks: Sequence[str]) -> Outcome:
     """lm-eval's own CLI on ``args`` (our task folder included) with ``environment`` set, its
-    writes checked. lm-eval raises on its own errors."""
+    writes checked. ``tasks``: the tasks ``args`` names, as the caller read them (lm-eval's
+    parser reads ``args`` once more, inside its CLI, and only there). lm-eval raises on its
+    own errors."""
     from lm_eval_fin.harness import multistep  # noqa: F401 - registers --model fin-refine
 
     saved_argv = sys.argv
     sys.argv = harness_argv(list(args))
     failures_before = len(stage.FAILURES)
     try:
-        with environment_set(environment), only_our_tasks(lm_eval_arguments(list(args)).tasks or []), \
+        with environment_set(environment), only_our_tasks(tasks), \
                 saving.checked_saves() as unsaved:
             compat.cli_evaluate()
     finally:
@@ -225,15 +227,18 @@ def run_harness(argv: Sequence[str], benchmarks: Sequence[Benchmark]) -> int:
         if status:
             return status
         with environment_set(environment):
-            problems = preflight.run_problems(lm_args, benchmarks)
-            problems += [exit_status.Problem(line) for line in startchecks.start_problems(lm_args, benchmarks)]
+            checks = preflight.run_problems(lm_args, benchmarks)
+            problems = checks.problems + [exit_status.Problem(line)
+                                          for line in startchecks.start_problems(lm_args, benchmarks, checks.settings)]
     except RunError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return exit_status.USAGE
     if problems:
         return exit_status.report(PROG, problems)
     try:
-        outcome = call_lm_eval(args, environment)
+        # the settings read above are the tasks' settings: their loaders take them, not read them again
+        with handed_on(checks.handed):
+            outcome = call_lm_eval(args, environment, lm_args.tasks or [])
     except SettingsError as exc:
         # raised while lm-eval loads a task's dataset (a model argument the pre-check cannot see,
         # such as a tokenizer that does not load), so before any generation

@@ -5,7 +5,9 @@ lm-eval hands a task's ``custom_dataset`` function one dict, ``metadata``: the t
 else of the run reaches a task (process_results and the aggregations see documents and items
 only), so :func:`read_settings` reads everything the scoring needs there, checks it, and the
 result travels in every document (:meth:`RunSettings.to_json`) to the aggregation. The
-environment is read at this point only.
+environment is read at this point only. ``lm-eval-fin run`` reads them once, before lm-eval
+starts, and hands them on (:func:`handed_on`): a task's loader takes those
+(:func:`settings_of`) rather than reading them again.
 
 Settings every benchmark shares (:data:`COMMON_SETTINGS`):
 
@@ -33,21 +35,23 @@ the later winning (:func:`task_metadata`); the sections of other tasks are not i
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-import difflib
 import functools
 import json
 import os
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lm_eval_fin import textsim
 from lm_eval_fin.harness import taskfiles
+from lm_eval_fin.harness.suggest import did_you_mean
 from lm_eval_fin.judge.options import (
     JUDGE_ENV,
+    JUDGE_OPTIONS_ENV,
     JudgeOptions,
     check_options,
     options_from_env,
@@ -203,12 +207,8 @@ def unknown_keys_message(
     """``<where> [...]``, with the closest known key (or ``also`` name) for each typo, and the
     known keys, each once."""
     known = sorted(set(known))
-    candidates = [*known, *also]
-    close = {key: found[0] for key in sorted(unknown) if (found := difflib.get_close_matches(key, candidates, n=1))}
-    if len(unknown) == 1 and close:
-        hint = f" (did you mean {next(iter(close.values()))!r}?)"
-    else:
-        hint = f" (did you mean {', '.join(f'{to!r} for {key!r}' for key, to in close.items())}?)" if close else ""
+    close = did_you_mean(sorted(unknown), [*known, *also])
+    hint = f" ({close})" if close else ""
     return f"{where} {sorted(unknown)}{hint}; known: {known}{more}"
 
 
@@ -312,4 +312,43 @@ def check_user_metadata(
                 raise SettingsError(unknown_keys_message(
                     f"the --metadata section {name!r} has unknown key(s)", unknown, own, " and judge_<option>",
                 ))
-    read_settings(task, metadata, settings)
+
+
+# ------------------------------------------------------------------ read once, handed on
+
+# reading_key -> the settings ``lm-eval-fin run`` read before lm-eval started (see handed_on)
+_HANDED: dict[str, RunSettings] = {}
+
+
+def reading_key(task: str, metadata: Mapping[str, Any], settings: Sequence[Setting]) -> str:
+    """What a reading of ``task``'s settings depends on: the keys of ours its metadata resolves
+    to (the model arguments lm-eval mixes into a loader's metadata are none of them) and the
+    judge's environment."""
+    resolved = task_metadata(task, metadata)
+    ours = set(known_keys(settings))
+    relevant = {key: value for key, value in resolved.items()
+                if key in ours or key.startswith(("judge", *OUR_PREFIXES))}
+    environment = [os.environ.get(JUDGE_ENV), os.environ.get(JUDGE_OPTIONS_ENV)]
+    return json.dumps([task, relevant, environment], sort_keys=True, default=str)
+
+
+@contextlib.contextmanager
+def handed_on(read: Mapping[str, RunSettings]) -> Iterator[None]:
+    """While the run lasts, the settings read before it (:func:`reading_key` -> settings) are
+    what the tasks' loaders take (:func:`settings_of`)."""
+    _HANDED.update(read)
+    try:
+        yield
+    finally:
+        for key in read:
+            _HANDED.pop(key, None)
+
+
+def settings_of(task: str, metadata: Mapping[str, Any], settings: Sequence[Setting] = ()) -> RunSettings:
+    """The settings of ``task``: those the run read before it started, for the same metadata
+    and environment (:func:`handed_on`), else :func:`read_settings`."""
+    try:
+        handed = _HANDED.get(reading_key(task, metadata, settings)) if _HANDED else None
+    except SettingsError:
+        handed = None  # read_settings says what is wrong
+    return handed if handed is not None else read_settings(task, metadata, settings)

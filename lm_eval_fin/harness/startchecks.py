@@ -15,7 +15,6 @@ caller prints them and exits 2.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -23,6 +22,8 @@ from typing import Any
 from lm_eval_fin import hub, paths
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
+from lm_eval_fin.harness.settings import RunSettings
+from lm_eval_fin.harness.suggest import did_you_mean
 
 # lm-eval's options that take key=value pairs or one JSON object (its MergeDictAction)
 JSON_OPTIONS = {"--metadata": "--metadata", "--model_args": "--model_args", "-a": "--model_args",
@@ -92,17 +93,15 @@ def limit_problem(limit: float | None) -> str | None:
             "of them (--limit 0.1), or leave it out for all")
 
 
-def dataset_problems(tasks: Sequence[tuple[str, Benchmark]], metadata: Mapping[str, Any]) -> list[str]:
+def dataset_problems(tasks: Sequence[tuple[str, Benchmark]], read: Mapping[str, RunSettings]) -> list[str]:
     """Tasks that read a hub dataset (no ``data_path`` given) that cannot be loaded here: not
-    cached, and offline mode set or the hub unreachable. Settings that cannot be read are the
-    settings check's to report."""
+    cached, and offline mode set or the hub unreachable. ``read``: the settings of each task,
+    as the settings check read them (a task missing there has settings that cannot be read:
+    the settings check's to report)."""
     problems = []
     for task, benchmark in tasks:
-        if benchmark.hub_dataset is None:
-            continue
-        try:
-            settings = benchmark.read_settings(task, metadata)
-        except ValueError:
+        settings = read.get(task)
+        if benchmark.hub_dataset is None or settings is None:
             continue
         if settings.values.get("data_path"):
             continue
@@ -116,16 +115,17 @@ def dataset_problems(tasks: Sequence[tuple[str, Benchmark]], metadata: Mapping[s
     return problems
 
 
-def start_problems(lm_args: Any, benchmarks: Sequence[Benchmark]) -> list[str]:
+def start_problems(lm_args: Any, benchmarks: Sequence[Benchmark], read: Mapping[str, RunSettings]) -> list[str]:
     """Every problem above in a run whose lm-eval arguments are ``lm_args`` (lm-eval's own
-    reading of them), but the JSON one (read before lm-eval's parser)."""
+    reading of them) and whose tasks' settings are ``read``, but the JSON one (read before
+    lm-eval's parser)."""
     tasks = our_tasks(getattr(lm_args, "tasks", None) or [], benchmarks)
     problems = [
         unsafe_code_problem([task for task, _ in tasks], bool(getattr(lm_args, "confirm_run_unsafe_code", False))),
         limit_problem(getattr(lm_args, "limit", None)),
     ]
     found = [problem for problem in problems if problem]
-    return found + dataset_problems(tasks, getattr(lm_args, "metadata", None) or {})
+    return found + dataset_problems(tasks, read)
 
 
 def tasks_not_found_hint(exc: BaseException) -> str | None:
@@ -136,7 +136,7 @@ def tasks_not_found_hint(exc: BaseException) -> str | None:
         return None
     missing = [name.strip() for name in message.partition(":")[2].split(",") if name.strip()]
     ours = taskfiles.names()
-    close = {name: found[0] for name in missing if (found := difflib.get_close_matches(name, ours, n=1))}
-    hint = "".join(f"; did you mean {to!r} for {name!r}?" for name, to in close.items())
+    close = did_you_mean(missing, ours)
+    hint = f"; {close}" if close else ""
     return (f"{message.splitlines()[0]}{hint} lm-eval-fin's tasks: {', '.join(ours)}; every task lm-eval knows: "
             f"lm_eval ls tasks --include_path {paths.tasks_dir()}")

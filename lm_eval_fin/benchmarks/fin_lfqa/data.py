@@ -15,6 +15,7 @@ schema is JSON (a list, or an object with one list per split), JSON Lines or par
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -448,6 +449,24 @@ def read_examples(split: str = "validation", data_path: str | None = None) -> li
     a report joins to each answer, so a repeated one would mix two documents up)."""
     if split not in SPLITS:
         raise ValueError(f"FinLFQA split must be one of {SPLITS}, got {split!r}")
+    if not data_path:
+        return _examples(split, None)
+    path = Path(data_path).expanduser()
+    try:
+        stat = path.stat()
+    except OSError:
+        return _examples(split, str(path))  # read_records says what is wrong
+    # the file as it is now: a run checks its data before lm-eval starts, then loads it (one
+    # decoding for both); a file changed since is read again
+    return list(_read_once(split, str(path), stat.st_size, stat.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=4)
+def _read_once(split: str, path: str, size: int, mtime_ns: int) -> tuple[Example, ...]:
+    return tuple(_examples(split, path))
+
+
+def _examples(split: str, data_path: str | None) -> list[Example]:
     records = read_records(data_path, split) if data_path else load_hub_records(split)
     if not records:
         raise SchemaError(f"{Path(data_path).expanduser() if data_path else HUB_DATASET}: holds no records; "

@@ -22,7 +22,7 @@ from lm_eval_fin.judge.options import add_judge_arguments
 _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "score": ("lm_eval_fin.harness.rescore", "score the logged answers of lm-eval runs (a --predict_only run), with a judge"),
     "build": ("lm_eval_fin.builders.cli", "build a benchmark dataset (earnings-call)"),
-    "rerank": ("lm_eval_fin.benchmarks.fin_agentbench.rerank", "FinCARDS reranking on FinAgentBench chunk files"),
+    "rerank": ("lm_eval_fin.rerank.command", "FinCARDS reranking on FinAgentBench chunk files"),
     "report": ("lm_eval_fin.report.cli", "one HTML page, Markdown and CSV leaderboard of many lm-eval runs"),
     "export": ("lm_eval_fin.export.cli", "export lm-eval runs as Every Eval Ever records or a model card's model-index"),
     "agreement": ("lm_eval_fin.agreement.command", "how well a judge agrees with people, another judge and itself"),
@@ -131,6 +131,11 @@ def run_subcommand(args: argparse.Namespace) -> int:
             from lm_eval_fin.benchmarks import all_benchmarks
 
             return int(module.main(args, all_benchmarks()) or 0)
+        if args.command == "rerank":
+            # the command is FinCARDS'; reading a chunk-ranking file is FinAgentBench's
+            from lm_eval_fin.benchmarks.fin_agentbench.queries import read_queries
+
+            return int(module.main(args, read_queries) or 0)
         return int(module.main(args) or 0)
     except (JudgeSpecError, JudgeConfigError) as exc:
         print(f"lm-eval-fin {args.command}: error: {one_line(exc, 600)}", file=sys.stderr)

@@ -49,11 +49,11 @@ MODEL_ID_ARGS = ("pretrained", "model", "model_name", "path")
 REPLAY_MODEL = "fin-replay"
 
 
-class RunError(Exception):
+class RunReadError(Exception):
     """Why a run cannot be read; becomes an :class:`Unreadable`."""
 
 
-class PredictOnlyRun(RunError):
+class PredictOnlyRun(RunReadError):
     """A results file with no figure (a ``--predict_only`` run): unreadable, unless a run that
     ``score`` wrote beside it scored its tasks (then it is that run's past, not a run)."""
 
@@ -293,7 +293,7 @@ class SamplesRead:
 
 def task_samples(path: Path, metrics: dict[str, Metric], docs: dict | None = None) -> SamplesRead:
     """The samples of one task from lm-eval's samples file, each document's defined metric
-    values and scored-answer record. A line that is cut or not JSON raises :class:`RunError`
+    values and scored-answer record. A line that is cut or not JSON raises :class:`RunReadError`
     naming the file and line. ``docs``: documents read before (from other runs of the same
     questions), by lm-eval's doc hash: an equal one is shared, so that a hundred runs of a task
     hold its documents once."""
@@ -307,9 +307,9 @@ def task_samples(path: Path, metrics: dict[str, Metric], docs: dict | None = Non
     line_hashes: list[str] | None = []
     doc_ids: set[str] = set()
     duplicates = 0
-    for where, line in read_jsonl(path, RunError):
+    for where, line in read_jsonl(path, RunReadError):
         if not isinstance(line, dict) or "doc" not in line:
-            raise RunError(f"{where}: not an lm-eval sample (no 'doc')")
+            raise RunReadError(f"{where}: not an lm-eval sample (no 'doc')")
         hashes = [line.get(k) for k in ("doc_hash", "prompt_hash", "target_hash")]
         if line_hashes is not None and all(isinstance(h, str) for h in hashes):
             line_hashes.append("".join(map(str, hashes)))
@@ -340,7 +340,7 @@ def task_samples(path: Path, metrics: dict[str, Metric], docs: dict | None = Non
 
 
 def _whole_task_entry(results: dict, task: str, entry: dict, where: Path) -> list[str]:
-    """:class:`RunError` (one line) where the results file lacks the task's config or version;
+    """:class:`RunReadError` (one line) where the results file lacks the task's config or version;
     else the metrics of its ``metric_list`` with no figure. lm-eval leaves out a metric that no
     document defined (the task leaves an undefined value out of its document's metrics), so an
     unreported metric is a metric with no value, unless the samples hold values of it
@@ -348,56 +348,56 @@ def _whole_task_entry(results: dict, task: str, entry: dict, where: Path) -> lis
     lacking = [key for key in ("configs", "versions")
                if not isinstance(results.get(key), dict) or task not in results[key]]
     if lacking:
-        raise RunError(f"{where}: {task} has no {' or '.join(repr(k) for k in lacking)} entry: not a whole lm-eval "
+        raise RunReadError(f"{where}: {task} has no {' or '.join(repr(k) for k in lacking)} entry: not a whole lm-eval "
                        "results file")
     reported = {key.partition(",")[0] for key in entry if "," in key}
     return [name for name in _metric_list(results["configs"][task] or {}) if name not in reported]
 
 
 def _unreported_defined(samples_path: Path, unreported: list[str], where: Path) -> None:
-    """:class:`RunError` where a document of the samples file has a value of a metric its
+    """:class:`RunReadError` where a document of the samples file has a value of a metric its
     results file reports no figure of: the figure was removed, or the files are of two runs."""
     if not unreported:
         return
-    for line_where, line in read_jsonl(samples_path, RunError):
+    for line_where, line in read_jsonl(samples_path, RunReadError):
         found = [name for name in unreported if isinstance(line, dict) and as_float(line.get(name)) is not None]
         if found:
-            raise RunError(f"{where}: no figure of {', '.join(found)}, but {line_where} has a value of it: a figure "
+            raise RunReadError(f"{where}: no figure of {', '.join(found)}, but {line_where} has a value of it: a figure "
                            "removed from the results file, or the samples of another run?")
 
 
 def _samples_match(task_run: TaskRun, samples_path: Path, results: dict, read: SamplesRead) -> None:
-    """:class:`RunError` where the samples file is not the one its results file was written with:
+    """:class:`RunReadError` where the samples file is not the one its results file was written with:
     another number of documents than lm-eval counted, or another task hash (lm-eval's digest of
     every line's document, prompt and target hashes)."""
     effective = task_run.n_samples.get("effective") if isinstance(task_run.n_samples, dict) else None
     if isinstance(effective, int) and not isinstance(effective, bool) and effective != read.documents:
-        raise RunError(f"{samples_path} holds {read.documents} documents of {task_run.task}, its results file counts "
+        raise RunReadError(f"{samples_path} holds {read.documents} documents of {task_run.task}, its results file counts "
                        f"{effective}: the samples of another run?")
     expected = (results.get("task_hashes") or {}).get(task_run.task) if isinstance(
         results.get("task_hashes"), dict) else None
     if expected and read.task_hash is not None and expected != read.task_hash:
-        raise RunError(f"{samples_path}: its documents, prompts or targets are not those its results file was "
+        raise RunReadError(f"{samples_path}: its documents, prompts or targets are not those its results file was "
                        f"computed on (lm-eval's task hash differs): the samples of another run?")
 
 
 def read_run(results_path: Path, results_dir: Path, docs: dict | None = None) -> Run:
     """One lm-eval run: its results file, and its samples files where they were logged.
-    Raises :class:`RunError` when the results file itself cannot be used. Tasks with no
+    Raises :class:`RunReadError` when the results file itself cannot be used. Tasks with no
     figure (a ``--predict_only`` run) and groups (their figures aggregate their tasks') are
     left out."""
     match = RESULTS_FILE.match(results_path.name)
     if not match:
-        raise RunError(f"{results_path.name} is not named like lm-eval's results_<date>.json")
+        raise RunReadError(f"{results_path.name} is not named like lm-eval's results_<date>.json")
     date = match["date"]
     try:
         results = json.loads(results_path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as exc:
-        raise RunError(f"cannot read {results_path}: {exc}") from None
+        raise RunReadError(f"cannot read {results_path}: {exc}") from None
     except json.JSONDecodeError as exc:
-        raise RunError(f"{results_path} is not JSON ({exc})") from None
+        raise RunReadError(f"{results_path} is not JSON ({exc})") from None
     if not isinstance(results, dict) or not isinstance(results.get("results"), dict) or not results["results"]:
-        raise RunError(f"{results_path} has no 'results' section: not an lm-eval results file")
+        raise RunReadError(f"{results_path} has no 'results' section: not an lm-eval results file")
     folder = results_path.parent
     tasks = {}
     predict_only = set()
@@ -406,7 +406,7 @@ def read_run(results_path: Path, results_dir: Path, docs: dict | None = None) ->
         if not isinstance(entry, dict) or task in groups:  # a group's figures aggregate its tasks'
             continue
         if not plain_name(task):
-            raise RunError(f"{results_path}: the task name {task[:80]!r} is no file name (a path?): its samples "
+            raise RunReadError(f"{results_path}: the task name {task[:80]!r} is no file name (a path?): its samples "
                            "file cannot be looked up inside the run's folder")
         metrics = task_metrics(task, entry, results)
         if not metrics:
@@ -426,7 +426,7 @@ def read_run(results_path: Path, results_dir: Path, docs: dict | None = None) ->
             try:
                 read = task_samples(samples_path, metrics, docs)
             except (OSError, UnicodeDecodeError) as exc:
-                raise RunError(f"cannot read {samples_path}: {exc}") from None
+                raise RunReadError(f"cannot read {samples_path}: {exc}") from None
             _samples_match(task_run, samples_path, results, read)
             _unreported_defined(samples_path, unreported, results_path)
             task_run.samples, task_run.notes = read.samples, read.notes
@@ -487,7 +487,7 @@ def read_results_dirs(paths: Iterable[str | Path]) -> tuple[list[Run], list[Unre
                 found.append(read_run(file, path, docs))
             except PredictOnlyRun as exc:
                 unscored.append((file, exc))
-            except RunError as exc:
+            except RunReadError as exc:
                 unreadable.append(Unreadable(file, str(exc)))
             except Exception as exc:  # noqa: BLE001 - one broken run must not stop the reader
                 unreadable.append(Unreadable(file, f"unexpected {type(exc).__name__}: {exc}"))

@@ -27,7 +27,7 @@ from lm_eval_fin import paths
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.export import eee, facts
 from lm_eval_fin.harness import taskfiles
-from lm_eval_fin.report import stats
+from lm_eval_fin.report import significance
 from lm_eval_fin.scales import matching, scale_of
 from tests.lm_eval_folders import JUDGE, JUDGE_MODEL, agentbench_fixture, judged_runs, write_run
 from tests.logged_runs import MODEL, lfqa_documents, write_predict_only_run
@@ -135,11 +135,11 @@ def test_uncertainty_is_lm_evals_stderr_and_the_bootstrap_of_the_documents(expor
     record = exported[1]["fin_lfqa"][1]
     figures = json.loads(next(runs["fin_lfqa"].rglob("results_*.json")).read_text())["results"]["fin_lfqa"]
     numeric = results_of(record)["numeric_f1"]["score_details"]["uncertainty"]
-    expected = stats.bootstrap_interval([0.25, 0.5, 1.0])
+    expected = significance.bootstrap_interval([0.25, 0.5, 1.0])
     assert numeric["standard_error"]["value"] == pytest.approx(figures["numeric_f1_stderr,none"])
     assert (numeric["confidence_interval"]["lower"], numeric["confidence_interval"]["upper"]) == (
         expected.low, expected.high)
-    assert numeric["num_samples"] == 3 and numeric["num_bootstrap_samples"] == stats.BOOTSTRAP_RESAMPLES
+    assert numeric["num_samples"] == 3 and numeric["num_bootstrap_samples"] == significance.BOOTSTRAP_RESAMPLES
     judge = results_of(record)["judge_score"]["score_details"]
     assert judge["score"] == 9.5 and judge["uncertainty"]["num_samples"] == 2  # the unjudged document has no value
     # lm-eval's mean over the judged documents, with its stderr

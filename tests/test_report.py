@@ -24,7 +24,7 @@ from markdown_it import MarkdownIt
 
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.benchmarks.fin_agentbench.score import score_ranking
-from lm_eval_fin.report import build_report, stats, write_report, write_report_files
+from lm_eval_fin.report import build_report, significance, write_report, write_report_files
 from lm_eval_fin.report.rows import BASELINE, REFERENCE
 from lm_eval_fin.runfiles import read_results_dirs
 from tests.chromium import Browser
@@ -89,13 +89,13 @@ def test_reads_the_runs_samples_and_records(runs):
 def test_cells_are_bootstrap_intervals_of_the_per_sample_values(board, runs):
     main = row_named(board, MODEL)
     ndcg = main.cells["fin_agentbench_doc/ndcg@5"]
-    assert ndcg.interval.method == stats.BOOTSTRAP and ndcg.interval.n == 2
+    assert ndcg.interval.method == significance.BOOTSTRAP and ndcg.interval.n == 2
     assert ndcg.interval.mean == pytest.approx(lm_eval_figure(runs["greedy"], "fin_agentbench_doc", "ndcg@5"))
     values = sorted(ndcg.values.values())
     # two values: the resample means are min, their mean and max; both tails reach the extremes
     assert (ndcg.interval.low, ndcg.interval.high) == pytest.approx((values[0], values[1]))
     f1 = main.cells["fin_ems/ems_offline_rouge_f1"]
-    assert f1.interval.method == stats.BOOTSTRAP and f1.interval.n == 2
+    assert f1.interval.method == significance.BOOTSTRAP and f1.interval.n == 2
     assert f1.interval.mean == pytest.approx(lm_eval_figure(runs["ems"], "fin_ems", "ems_offline_rouge_f1"))
     assert "fin_ems/ems_llm_f1" not in main.cells  # null in an offline run: undefined, no cell
     truncated = main.cells["fin_ems/truncated_documents"]  # a sum: lm-eval's own figure
@@ -108,7 +108,7 @@ def test_without_samples_the_cell_is_lm_evals_stderr(runs, tmp_path):
     board = build_report([bare], benchmarks=BENCHMARKS)
     ndcg = board.rows[0].cells["fin_agentbench_doc/ndcg@5"]
     results = json.loads(only(bare, "results_*.json").read_text())["results"]["fin_agentbench_doc"]
-    assert ndcg.interval.method == stats.STDERR
+    assert ndcg.interval.method == significance.STDERR
     assert ndcg.interval.low == pytest.approx(results["ndcg@5,none"] - 1.959964 * results["ndcg@5_stderr,none"])
     assert [b.text for b in board.rows[0].badges] == ["--limit 2", "synthetic data", "no samples"]
     assert board.rows_of(BASELINE) == []  # baselines are computed on the logged questions

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin.benchmarks.fin_agentbench.rerank import queries_from_records
+from lm_eval_fin.benchmarks.fin_agentbench.queries import queries_from_records
 from lm_eval_fin.judge import JudgeOptions, load_judge
 from lm_eval_fin.rerank import VARIANTS, FinCardsConfig, run_fincards
 from tests.fincards_fixtures import FILING, filing_records, write_filing

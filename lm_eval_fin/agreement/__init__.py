@@ -2,7 +2,7 @@
 (``lm-eval-fin agreement``; docs/agreement.md).
 
 * :mod:`~lm_eval_fin.agreement.stats`: the statistics, pure (scipy.stats, scikit-learn);
-  :mod:`~lm_eval_fin.agreement.settings`: their defaults;
+  :mod:`~lm_eval_fin.agreement.resampling`: their defaults;
 * :mod:`~lm_eval_fin.agreement.criteria`: what is compared per benchmark, on which scale;
 * :mod:`~lm_eval_fin.agreement.labels`: people's label files;
 * :mod:`~lm_eval_fin.agreement.matching`: judged runs (through :mod:`lm_eval_fin.runfiles`)

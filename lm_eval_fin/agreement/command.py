@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from lm_eval_fin import __version__, atomic, exit_status
 from lm_eval_fin.agreement.figures import FORMAT, OUTPUT_NAME, Estimate
-from lm_eval_fin.agreement.settings import CONFIDENCE, RESAMPLES, StudySettings
+from lm_eval_fin.agreement.resampling import CONFIDENCE, RESAMPLES, StudySettings
 from lm_eval_fin.records import strict
 
 if TYPE_CHECKING:  # the statistics load scipy and scikit-learn: only when the command runs

@@ -41,7 +41,7 @@ from sklearn.metrics import cohen_kappa_score
 
 from lm_eval_fin.agreement.criteria import Scale
 from lm_eval_fin.agreement.figures import Estimate
-from lm_eval_fin.agreement.settings import CONFIDENCE, RESAMPLES
+from lm_eval_fin.agreement.resampling import CONFIDENCE, RESAMPLES
 from lm_eval_fin.agreement.tables import TABLE_CELLS, resampled_statistics, table_statistics
 
 MIN_UNITS = 3  # a correlation of fewer units says nothing

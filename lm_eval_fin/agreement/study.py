@@ -32,7 +32,7 @@ import numpy as np
 from lm_eval_fin.agreement import stats
 from lm_eval_fin.agreement.criteria import POINTS, PREFERENCE_SCALE, Criterion, Family, Scale, family_of
 from lm_eval_fin.agreement.matching import Collection, Key, PeopleLabels, points_criterion_scale
-from lm_eval_fin.agreement.settings import CONFIDENCE, RESAMPLES, StudySettings
+from lm_eval_fin.agreement.resampling import CONFIDENCE, RESAMPLES, StudySettings
 from lm_eval_fin.agreement.stats import Figures, Order, Stability
 
 JUDGE_PEOPLE = "judge vs people"

@@ -13,7 +13,7 @@ STAGES = ("summary", "extraction", "matching", "claims", "scoring")
 
 
 @dataclass
-class Problem:
+class RequestProblem:
     """What went wrong with one request: the judge failed it (``error``), or its answer
     stayed unreadable (``error`` None)."""
 
@@ -21,11 +21,11 @@ class Problem:
     error: str | None = None
 
 
-def problem_of(stage: str, answer: Any) -> Problem | None:
+def problem_of(stage: str, answer: Any) -> RequestProblem | None:
     """The problem of a :class:`lm_eval_fin.judge.ParsedAnswer`, if any."""
     if answer.failed:
-        return Problem(stage, answer.error)
-    return Problem(stage) if answer.unparsed else None
+        return RequestProblem(stage, answer.error)
+    return RequestProblem(stage) if answer.unparsed else None
 
 
 class Ledger:
@@ -34,11 +34,11 @@ class Ledger:
     it is charged to, so the documents' work adds up to the pass's."""
 
     def __init__(self, n: int):
-        self.problems: list[list[Problem]] = [[] for _ in range(n)]
+        self.problems: list[list[RequestProblem]] = [[] for _ in range(n)]
         self.usage = [RequestUsage() for _ in range(n)]
         self._charged: set[int] = set()
 
-    def add(self, doc: int, problem: Problem | None) -> None:
+    def add(self, doc: int, problem: RequestProblem | None) -> None:
         if problem is not None:
             self.problems[doc].append(problem)
 

@@ -55,7 +55,7 @@ from typing import Any
 
 from lm_eval_fin.ems import claims, offline, prompts, summary
 from lm_eval_fin.ems.formulas import NO_MATCH, ems_scores
-from lm_eval_fin.ems.ledger import STAGES, Ledger, Problem, problem_of
+from lm_eval_fin.ems.ledger import STAGES, Ledger, RequestProblem, problem_of
 from lm_eval_fin.ems.parsing import parse_match, parse_points, parse_score, parse_summary_bounds, parse_verdicts
 
 logger = logging.getLogger(__name__)
@@ -325,7 +325,7 @@ def score_pairs(
     bertscore_model: str | None = None,
     max_attempts: int = MAX_ATTEMPTS,
     rounds: list[JudgeRound] | None = None,
-) -> tuple[list[float | None] | None, list[Problem | None], list[Any]]:
+) -> tuple[list[float | None] | None, list[RequestProblem | None], list[Any]]:
     """Scores in [0, 1] of (reference point, answer point) pairs (None for a pair the LLM left
     unscored), each pair's problem and its judge work (a ``RequestUsage``, None without the
     judge); None for all scores when the scorer cannot run (a BERTScore model that will not
@@ -421,7 +421,7 @@ def run_ems(
     started = time.perf_counter()
     bodies: dict[str, str | None] = {text: text for text in present}
     bounds: dict[str, tuple[int, int] | None] = {}
-    summary_problems: dict[str, Problem | None] = {}
+    summary_problems: dict[str, RequestProblem | None] = {}
     if judge is not None and summary_removal == "round":
         part = summary_requests(present)
         (answered,) = ask_round(judge, "summary", [part], rounds, max_attempts)
@@ -436,7 +436,7 @@ def run_ems(
     # 2. extraction: the points of each text (None where the judge left it unextracted)
     started = time.perf_counter()
     points_of: dict[str, list[str] | None] = {}
-    extraction_problems: dict[str, Problem | None] = {}
+    extraction_problems: dict[str, RequestProblem | None] = {}
     if judge is None:
         points_of = {text: offline.extract_points(text) for text in present}
     else:

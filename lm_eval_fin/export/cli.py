@@ -20,7 +20,7 @@ from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.export import eee, eval_results, facts, model_index
 from lm_eval_fin.export.facts import ExportError
 from lm_eval_fin.flags import add_flag
-from lm_eval_fin.report import stats
+from lm_eval_fin.report import significance
 from lm_eval_fin.runfiles import read_results_dirs
 
 FORMATS = ("eee", "model-index", "eval-results")
@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_flag(parser, "--dataset_id", dest="dataset_id", default=None, metavar="ORG/NAME",
                         help="model-index, eval-results: the hub id of the benchmark dataset the runs' tasks "
                         "belong to (default: the hub dataset a run read; eval-results writes no task without one)")
-    parser.add_argument("--bootstrap_iters", type=int, default=stats.BOOTSTRAP_RESAMPLES,
+    parser.add_argument("--bootstrap_iters", type=int, default=significance.BOOTSTRAP_RESAMPLES,
                         help="bootstrap resamples per interval")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
 

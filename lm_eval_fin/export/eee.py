@@ -6,7 +6,7 @@ Files go where the Every Eval Ever datastore wants them, under ``OUT/data/<task>
 <model>/``: ``<uuid>.json`` and ``<uuid>_samples.jsonl``, the uuid derived from the run and
 task (exporting a run again rewrites the same files). A metric's record carries its bounds and
 direction (:mod:`lm_eval_fin.scales`), lm-eval's standard error, the percentile-bootstrap
-interval of its per-document values with their number (the report's, :mod:`lm_eval_fin.report.stats`),
+interval of its per-document values with their number (the report's, :mod:`lm_eval_fin.report.significance`),
 the dataset's source, the generation settings and, for a metric the judge produced, the judge
 (``metric_config.llm_scoring`` and ``score_details.details``). A metric with no value in the
 run has no result: it is named, with why, under ``source_metadata.additional_details.undefined_metrics``.
@@ -31,7 +31,7 @@ from lm_eval_fin import __version__, atomic, records
 from lm_eval_fin.export import facts
 from lm_eval_fin.export.facts import DatasetSource, JudgeFacts, MetricFacts, ModelIdentity
 from lm_eval_fin.export.public import public
-from lm_eval_fin.report import stats
+from lm_eval_fin.report import significance
 from lm_eval_fin.runfiles import NO_FILTER, Run, TaskRun, question_key, raw_answer, read_samples
 
 SCHEMA_VERSION = "0.3.0"
@@ -44,7 +44,7 @@ _AT_K = re.compile(r"@(\d+)$")
 class Options:
     organization: str = "unknown"
     relationship: str = "other"
-    resamples: int = stats.BOOTSTRAP_RESAMPLES
+    resamples: int = significance.BOOTSTRAP_RESAMPLES
     seed: int = 0
 
 
@@ -182,7 +182,7 @@ def score_details(item: MetricFacts, n: int, judges: list[JudgeFacts], options: 
         uncertainty["standard_error"] = {"value": item.stderr, "method": method}
     if item.interval is not None and item.interval.has_bounds:
         uncertainty["confidence_interval"] = {
-            "lower": item.interval.low, "upper": item.interval.high, "confidence_level": stats.CONFIDENCE,
+            "lower": item.interval.low, "upper": item.interval.high, "confidence_level": significance.CONFIDENCE,
             "method": f"percentile bootstrap of the mean of the per-document values ({options.resamples} "
                       f"resamples, seed {options.seed})",
         }

@@ -23,7 +23,7 @@ from lm_eval_fin import paths
 from lm_eval_fin.export.public import public_text
 from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
 from lm_eval_fin.owners import owner_of
-from lm_eval_fin.report import stats
+from lm_eval_fin.report import significance
 from lm_eval_fin.runfiles import Metric, Run, TaskRun
 from lm_eval_fin.scales import Scale, scale_of
 from lm_eval_fin.textsim import DEFAULT_BERTSCORE_MODEL, OFFLINE_BERTSCORE
@@ -257,7 +257,7 @@ class MetricFacts:
     metric: Metric
     scale: Scale | None
     values: dict[str, float]
-    interval: stats.Interval | None
+    interval: significance.Interval | None
     note: str = ""
 
     @property
@@ -288,7 +288,7 @@ class MetricFacts:
         return float(np.std(list(self.values.values()), ddof=1))
 
 
-def metric_facts(task_run: TaskRun, resamples: int = stats.BOOTSTRAP_RESAMPLES, seed: int = 0) -> list[MetricFacts]:
+def metric_facts(task_run: TaskRun, resamples: int = significance.BOOTSTRAP_RESAMPLES, seed: int = 0) -> list[MetricFacts]:
     """The facts of every metric of the task that has a value in this run, in lm-eval's order."""
     tables = tables_of(task_run.task)
     found = []
@@ -297,7 +297,7 @@ def metric_facts(task_run: TaskRun, resamples: int = stats.BOOTSTRAP_RESAMPLES, 
         values = {s.key: s.values[metric.name] for s in task_run.samples if metric.name in s.values}
         interval, note = None, ""
         if values:
-            interval = stats.bootstrap_interval(values.values(), resamples=resamples, seed=seed)
+            interval = significance.bootstrap_interval(values.values(), resamples=resamples, seed=seed)
             assert metric.value is not None, "TaskRun.defined holds the metrics with a value"
             reported = float(metric.value)
             if not abs(interval.mean - reported) <= AGREE * max(1.0, abs(reported)):

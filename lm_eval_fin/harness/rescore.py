@@ -218,7 +218,7 @@ def judge_stability(results: Sequence[Path]) -> str:
     """How well the judge agreed with itself over the repeated scorings (:mod:`lm_eval_fin.agreement`)."""
     from lm_eval_fin.agreement.command import render
     from lm_eval_fin.agreement.matching import collect
-    from lm_eval_fin.agreement.settings import StudySettings
+    from lm_eval_fin.agreement.resampling import StudySettings
     from lm_eval_fin.agreement.study import REPEATS, run_study
 
     settings = StudySettings()

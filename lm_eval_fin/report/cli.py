@@ -14,7 +14,7 @@ from typing import Any
 
 from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.agreement.figures import AgreementFileError
-from lm_eval_fin.report import judge_agreement, stats
+from lm_eval_fin.report import judge_agreement, significance
 from lm_eval_fin.report.build import DEFAULT_TITLE, write_report_files
 from lm_eval_fin.report.leaderboard import Settings
 
@@ -31,9 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--agreement", action="append", default=[], metavar="FILE",
                         help="an `lm-eval-fin agreement` figures file (agreement.json, or its folder) whose figures "
                              "the page shows next to the judged metrics (repeat for several)")
-    parser.add_argument("--bootstrap_iters", type=int, default=stats.BOOTSTRAP_RESAMPLES,
+    parser.add_argument("--bootstrap_iters", type=int, default=significance.BOOTSTRAP_RESAMPLES,
                         help="bootstrap resamples per interval")
-    parser.add_argument("--permutation_iters", type=int, default=stats.PERMUTATION_RESAMPLES,
+    parser.add_argument("--permutation_iters", type=int, default=significance.PERMUTATION_RESAMPLES,
                         help="random sign patterns of a paired test beyond 16 shared questions")
     parser.add_argument("--seed", type=int, default=0, help="seed of the resampling")
 

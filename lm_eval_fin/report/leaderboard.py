@@ -20,10 +20,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lm_eval_fin.report import stats
+from lm_eval_fin.report import significance
 from lm_eval_fin.report.blocks import Baseline
 from lm_eval_fin.report.catalog import DEGENERATE, Catalog
-from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE, Badge, Cell, Row, fill_facts, group_rows
+from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE, Badge, FigureCell, Row, fill_facts, group_rows
 from lm_eval_fin.report.standings import Comparison, rank_rows
 from lm_eval_fin.runfiles import Metric, Run, Sample, Unreadable
 
@@ -52,9 +52,9 @@ class Column:
 
 @dataclass
 class Settings:
-    confidence: float = stats.CONFIDENCE
-    bootstrap_resamples: int = stats.BOOTSTRAP_RESAMPLES
-    permutation_resamples: int = stats.PERMUTATION_RESAMPLES
+    confidence: float = significance.CONFIDENCE
+    bootstrap_resamples: int = significance.BOOTSTRAP_RESAMPLES
+    permutation_resamples: int = significance.PERMUTATION_RESAMPLES
     seed: int = 0
 
 
@@ -118,34 +118,34 @@ class Leaderboard:
 # --------------------------------------------------------------------------------- cells
 
 
-def metric_cell(metric: Metric, samples: Sequence[Sample], logged: bool, settings: Settings, n: int) -> Cell | None:
+def metric_cell(metric: Metric, samples: Sequence[Sample], logged: bool, settings: Settings, n: int) -> FigureCell | None:
     """The cell of one metric of one run (see the module docstring); None: undefined there."""
     values = {s.key: s.values[metric.name] for s in samples if metric.name in s.values}
     if metric.value is None and not values:
         return None
-    fallback = stats.stderr_interval(metric.value, metric.stderr, n, settings.confidence)
+    fallback = significance.stderr_interval(metric.value, metric.stderr, n, settings.confidence)
     if not values:
-        note = "" if fallback.method != stats.NONE else (
+        note = "" if fallback.method != significance.NONE else (
             "no per-sample values and no stderr" if logged else
             "samples not logged (run lm-eval with --log_samples) and no stderr"
         )
-        return Cell(fallback, note=note)
-    interval = stats.bootstrap_interval(values.values(), settings.confidence, settings.bootstrap_resamples, settings.seed)
+        return FigureCell(fallback, note=note)
+    interval = significance.bootstrap_interval(values.values(), settings.confidence, settings.bootstrap_resamples, settings.seed)
     reported = metric.value
     if reported is not None and math.isfinite(reported) and not (
         math.isfinite(interval.mean) and abs(interval.mean - reported) <= _AGREE * max(1.0, abs(reported))
     ):
-        return Cell(fallback, note=(
+        return FigureCell(fallback, note=(
             f"lm-eval's figure ({reported:.6g}) aggregates the {interval.n} per-sample values otherwise than their "
             f"mean ({interval.mean:.6g}); lm-eval's figure is shown"
         ))
     note = f"{interval.dropped} non-finite per-sample values left out" if interval.dropped else ""
-    return Cell(interval, values, note)
+    return FigureCell(interval, values, note)
 
 
-def values_cell(values: dict[str, float], settings: Settings) -> Cell:
-    interval = stats.bootstrap_interval(values.values(), settings.confidence, settings.bootstrap_resamples, settings.seed)
-    return Cell(interval, dict(values))
+def values_cell(values: dict[str, float], settings: Settings) -> FigureCell:
+    interval = significance.bootstrap_interval(values.values(), settings.confidence, settings.bootstrap_resamples, settings.seed)
+    return FigureCell(interval, dict(values))
 
 
 # ------------------------------------------------------------------------------ building
@@ -237,7 +237,7 @@ def reference_rows(tasks: Sequence[str], catalog: Catalog) -> list[Row]:
                 + (f". {reference.note}" if reference.note else "")), scale=reference.bertscore_model)
             for task in shown:
                 for metric, value in reference.values.items():
-                    row.cells[f"{task}/{metric}"] = Cell(stats.Interval(float(value), math.nan, math.nan))
+                    row.cells[f"{task}/{metric}"] = FigureCell(significance.Interval(float(value), math.nan, math.nan))
             rows.append(row)
     labels = [row.label for row in rows]
     for row in rows:  # a paper's figure sets for one model, told apart by their settings

@@ -30,7 +30,7 @@ import jinja2
 import markupsafe
 
 from lm_eval_fin.csvtext import spreadsheet_safe as _spreadsheet_safe
-from lm_eval_fin.report import plots, stats
+from lm_eval_fin.report import plots, significance
 from lm_eval_fin.report.answers import CHIP_LIMIT, SubsetTable, TaskAnswers, page_of, slug
 from lm_eval_fin.report.blocks import Block
 from lm_eval_fin.report.judge_agreement import JudgeAgreement
@@ -60,12 +60,12 @@ def number(value: Any) -> str:
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.4g}"
 
 
-def interval_text(interval: stats.Interval) -> str:
+def interval_text(interval: significance.Interval) -> str:
     """``mean [low, high]``, ``... (se)`` for a stderr interval, ``mean`` alone without bounds."""
     if not interval.has_bounds:
         return number(interval.mean)
     text = f"{number(interval.mean)} [{number(interval.low)}, {number(interval.high)}]"
-    return text + " (se)" if interval.method == stats.STDERR else text
+    return text + " (se)" if interval.method == significance.STDERR else text
 
 
 def data_value(value: Any) -> str:

@@ -30,7 +30,7 @@ from typing import Any
 
 from lm_eval_fin import paths
 from lm_eval_fin.records import JUDGE_USAGE
-from lm_eval_fin.report import stats
+from lm_eval_fin.report import significance
 from lm_eval_fin.report.catalog import USAGE_LABELS, Catalog
 from lm_eval_fin.runfiles import MODEL_ID_ARGS, Run, TaskRun, run_settings, short_name
 
@@ -40,8 +40,11 @@ MODEL, BASELINE, REFERENCE = "model", "baseline", "reference"
 
 
 @dataclass
-class Cell:
-    interval: stats.Interval
+class FigureCell:
+    """One figure of a row: the interval of a metric's mean, the per-question values it came
+    from (for paired tests) and a note on how it was made."""
+
+    interval: significance.Interval
     values: dict[str, float] = field(default_factory=dict)  # question key -> value (bootstrap cells)
     note: str = ""
 
@@ -63,7 +66,7 @@ class Row:
     model_id: str = ""
     tags: list[str] = field(default_factory=list)  # settings that set the row apart from the model's own
     task_tags: dict[str, str] = field(default_factory=dict)  # task -> settings of the run merged in
-    cells: dict[str, Cell] = field(default_factory=dict)
+    cells: dict[str, FigureCell] = field(default_factory=dict)
     description: str = ""  # baselines: how the answers were made; references: paper, split, note
     summary: str = ""  # the line shown under a baseline's or a paper's label (the description in full on hover)
     scale: str = ""  # references: the BERTScore model the paper names for its figures

@@ -10,7 +10,7 @@ benchmarks, and the paired tests of neighbours.
   beats (a tie counts half). Columns with one row only are left out. Rows with equal win rates
   share a place; rows without any comparable figure come last.
 * Paired tests: in each headline column, each row against the next one down, on the
-  questions both answered (:func:`lm_eval_fin.report.stats.paired_test`).
+  questions both answered (:func:`lm_eval_fin.report.significance.paired_test`).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lm_eval_fin.report import stats
+from lm_eval_fin.report import significance
 
 if TYPE_CHECKING:
     from lm_eval_fin.report.rows import Row
@@ -35,17 +35,17 @@ class Comparison:
     column: Any  # leaderboard.Column
     upper: Row
     lower: Row
-    test: stats.PairedTest
+    test: significance.PairedTest
 
 
-def _bounds(interval: stats.Interval) -> tuple[float, float]:
+def _bounds(interval: significance.Interval) -> tuple[float, float]:
     return (interval.low, interval.high) if interval.has_bounds else (interval.mean, interval.mean)
 
 
-def column_ranks(intervals: Mapping[int, stats.Interval], higher_is_better: bool | None) -> dict[int, int]:
+def column_ranks(intervals: Mapping[int, significance.Interval], higher_is_better: bool | None) -> dict[int, int]:
     """Row -> rank with ties (see the module docstring); rows are keys of ``intervals``.
 
-    >>> i = lambda low, high: stats.Interval((low + high) / 2, low, high, 2, 0, stats.BOOTSTRAP)
+    >>> i = lambda low, high: significance.Interval((low + high) / 2, low, high, 2, 0, significance.BOOTSTRAP)
     >>> column_ranks({1: i(0.5, 0.7), 2: i(0.3, 0.55), 3: i(0.1, 0.35)}, True)
     {1: 1, 2: 1, 3: 2}
     """
@@ -96,7 +96,7 @@ def rank_rows(rows: Sequence[Row], headlines: Mapping[str, Any], settings: Any) 
             a, b = cells[upper.index].values, cells[lower.index].values
             shared = [key for key in a if key in b]
             if shared:
-                test = stats.paired_test([a[k] for k in shared], [b[k] for k in shared], settings.confidence,
+                test = significance.paired_test([a[k] for k in shared], [b[k] for k in shared], settings.confidence,
                                          settings.permutation_resamples, settings.bootstrap_resamples, settings.seed)
                 comparisons.append(Comparison(column, upper, lower, test))
     for row in rows:

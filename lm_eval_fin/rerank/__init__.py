@@ -17,7 +17,7 @@ Stages, one module each:
 * :mod:`~lm_eval_fin.rerank.pipeline`: the five variants of the paper's ablation end to end.
 
 ``lm-eval-fin rerank`` runs it on FinAgentBench's chunk files
-(:mod:`lm_eval_fin.benchmarks.fin_agentbench.rerank`).
+(:mod:`lm_eval_fin.rerank.command`).
 
 Every judge-facing format has a tolerant parser (:mod:`lm_eval_fin.jsontext`) and a
 fallback, so an unparsable answer is counted and never ends a run; a request the judge failed

@@ -160,6 +160,7 @@ from concurrent.futures import ThreadPoolExecutor
 from lm_eval_fin.cpus import compute_threads
 
 from .child.snippet import FAILURE_CATEGORIES
+from .confinement import UNPRIVILEGED_UID, Isolation, Limits
 from .probe import (
     CLONE_NEWNS,
     NO_LANDLOCK_VARIABLE,
@@ -177,7 +178,6 @@ from .runner import (
     offered_packages,
     run_in_child,
 )
-from .settings import UNPRIVILEGED_UID, Isolation, Limits
 
 __all__ = [
     "CHILD_ENVIRONMENT", "CLONE_NEWNS", "FAILURE_CATEGORIES", "MAX_OPEN_FILES", "MAX_TEXT_CHARS",

@@ -10,9 +10,9 @@ import sys
 import threading
 from dataclasses import replace
 
+from .confinement import UNPRIVILEGED_UID, Isolation, Limits
 from .results import SandboxError
 from .runner import SHIPPED_CHILD_MODULES, run_in_child
-from .settings import UNPRIVILEGED_UID, Isolation, Limits
 from .watchdog import DISK_CHECK_INTERVAL_S
 
 # unshare(2) flags, and the sets tried in order (the first that works is used)

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from . import child
 from .child.snippet import FAILURE_CATEGORIES
+from .confinement import UNPRIVILEGED_UID, Isolation, Limits
 from .results import ExecResult, SandboxError
-from .settings import UNPRIVILEGED_UID, Isolation, Limits
 from .watchdog import ChildRun, end_session, over_disk, watch
 
 # The child's whole environment: numerical libraries run one thread (threads are refused).

@@ -12,7 +12,7 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from .settings import Limits
+from .confinement import Limits
 
 READ_CHUNK = 1 << 16  # bytes read from a pipe at once
 DISK_CHECK_INTERVAL_S = 0.05  # how often the fallback watchdog measures the working directory

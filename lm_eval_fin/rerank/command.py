@@ -1,5 +1,9 @@
 """``lm-eval-fin rerank``: FinCARDS on a FinAgentBench chunk-ranking file.
 
+The command (arguments, the run, its table and files). How a chunk-ranking file becomes
+queries is the benchmark's (:mod:`lm_eval_fin.benchmarks.fin_agentbench.queries`): the
+command line hands :func:`main` its reader.
+
     lm-eval-fin rerank --data chunk_ranking_kaggle_dev.jsonl --judge vllm:Qwen/Qwen2.5-7B-Instruct \\
         --variant all --output_path run.jsonl
 
@@ -31,13 +35,11 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from lm_eval_fin import atomic, exit_status
-from lm_eval_fin.benchmarks.fin_agentbench.data import ChallengeFormatError, load_records
-from lm_eval_fin.benchmarks.fin_agentbench.prompt import parse_challenge_prompt, prompt_text
 from lm_eval_fin.exit_status import Problem
 from lm_eval_fin.flags import add_flag
 from lm_eval_fin.judge import load_judge
@@ -141,37 +143,6 @@ def config_from_args(args: argparse.Namespace, max_tokens: int) -> FinCardsConfi
         raw_chars=args.raw_chars, max_rounds=args.rounds, regroup=not args.fixed_groups,
         aggregation=args.aggregation.replace("-", "_"), early_stop=not args.no_early_stop,
     )
-
-
-def _outside_chunks(text: str, chunks: Mapping[int, str]) -> str:
-    """The prompt without the chunks' text: the instruction, the question and the markers."""
-    for body in chunks.values():
-        if body:
-            text = text.replace(body, " ")
-    return text
-
-
-def queries_from_records(records: Sequence[Mapping[str, Any]]) -> list[Query]:
-    """Queries from challenge records (see :mod:`~lm_eval_fin.benchmarks.fin_agentbench.data`),
-    with their filing type (:func:`lm_eval_fin.rerank.doctype.document_type`). A record whose
-    prompt lists no chunks becomes a query with no chunks (an empty ranking, scores 0)."""
-    queries = []
-    for record in records:
-        text = prompt_text(record)
-        question, chunks = parse_challenge_prompt(text)
-        form, source = doctype.document_type(record, _outside_chunks(text, chunks), chunks.values())
-        qrel = record.get("qrel")
-        queries.append(
-            Query(
-                id=str(record.get("uuid", record.get("_id"))),
-                question=question,
-                chunks=chunks,
-                qrel={str(k): v for k, v in qrel.items()} if qrel is not None else None,
-                doc_type=form,
-                doc_type_from=source,
-            )
-        )
-    return queries
 
 
 def select_doc_types(queries: Sequence[Query], wanted: Sequence[str] | None) -> tuple[list[Query], dict[str, Any]]:
@@ -322,11 +293,14 @@ def write_outputs(path: str, run: RunResult, summary: dict[str, Any]) -> Path:
     return summary_path
 
 
-def main(args: argparse.Namespace) -> int:
-    problems, records = [], []
+def main(args: argparse.Namespace, read_queries: Callable[[str], list[Query]]) -> int:
+    """The command; ``read_queries(path)``: the queries of a chunk-ranking file or folder
+    (ValueError or OSError with one line when it cannot be read)."""
+    problems: list[Problem] = []
+    every: list[Query] = []
     try:
-        records = load_records(args.data, kind="chunk")
-    except (ChallengeFormatError, OSError) as exc:
+        every = read_queries(args.data)
+    except (ValueError, OSError) as exc:
         problems.append(Problem(str(exc)))
     for name in ("k", "max_attempts", "llm_chunk_chars", "llm_prompt_chars", "raw_chars", "rounds"):
         if getattr(args, name) < 1:
@@ -350,7 +324,6 @@ def main(args: argparse.Namespace) -> int:
         problems.append(Problem(str(exc)))
     if problems:
         return exit_status.report(PROG, problems)
-    every = queries_from_records(records)
     queries, types = select_doc_types(every, args.doc_types)
     queries = queries[: args.limit]
     if not queries:

@@ -1,4 +1,4 @@
-"""The statistics of the report: an interval for a run's mean and a paired test for two runs.
+"""The significance of the report's figures: an interval for a run's mean and a paired test for two runs.
 
 Pure functions of numbers; no I/O. Conventions, the same everywhere in the report:
 

@@ -29,7 +29,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("lm_eval_fin.harness.doctor", "print what is installed and usable here (models, vllm, sandbox, a judge)"),
 }
 # subcommands whose main also takes the benchmarks
-_WITH_BENCHMARKS = ("score", "report")
+_WITH_BENCHMARKS = ("score", "report", "agreement")
 # subcommands that use a judge, so take --judge and its options
 _WITH_JUDGE = ("score", "build", "rerank", "doctor")
 _FOLDERS = {

@@ -2,9 +2,9 @@
 
 lm-eval reports a figure and, in the task's ``metric_list``, whether higher is better; nothing
 says that a judge score runs 3..15 or that ``truncated_answers`` is a count. Each benchmark
-states that once, beside its metric definitions, in ``lm_eval_fin/benchmarks/<name>/scales.py``:
-a table from metric-name patterns (first full match wins) to :class:`Scale`, and the headline
-metrics a model card shows. ``lm-eval-fin export`` writes them into Every Eval Ever records and
+states that once, in the declaration of each metric (``lm_eval_fin/benchmarks/<name>/metrics.py``,
+:mod:`lm_eval_fin.harness.metrics`); ``Benchmark.scales`` is the table of them, from
+metric-name patterns (first full match wins) to :class:`Scale`. ``lm-eval-fin export`` writes them into Every Eval Ever records and
 model-card results; a metric no table names is exported without bounds, never with a guess.
 """
 

@@ -13,8 +13,12 @@ from scipy import stats as scipy_stats
 from sklearn.metrics import cohen_kappa_score
 
 from lm_eval_fin import cli
+from lm_eval_fin.agreement.criteria import families_of
 from lm_eval_fin.agreement.study import judge_stability
+from lm_eval_fin.benchmarks import all_benchmarks
 from tests.judged_runs import ems_doc, lfqa_doc, write_run
+
+FAMILIES = families_of(all_benchmarks())  # what each benchmark compares its judge on
 
 JUDGE_A, JUDGE_B = "openai:http://127.0.0.1:1/v1#judge-a", "openai:http://127.0.0.1:1/v1#judge-b"
 CRITERIA = ("accuracy", "numerical_correctness", "evidence_entailment")
@@ -153,7 +157,7 @@ def test_two_judges_and_a_repeat(tmp_path, capsys):
     from lm_eval_fin.agreement.figures import read_agreement
     from lm_eval_fin.report.judge_agreement import describe
 
-    entries = {(e.kind, e.metric): e for e in read_agreement(tmp_path / "out")}
+    entries = {(e.kind, e.metric): e for e in read_agreement(tmp_path / "out", FAMILIES)}
     assert entries["judge vs itself", "judge_score"].identical.value == 1
     assert describe(entries["judge vs itself", "judge_score"]).startswith("judge vs itself (n 12): identical 100% [")
     assert entries["judge vs judge", "judge_score"].n == 11
@@ -166,12 +170,12 @@ def test_judge_stability_for_score_judge_repeat():
              "q3": {"judge_accuracy": 3, "judge_score": 9}}
     second = {"q1": {"judge_accuracy": 4, "judge_score": 11}, "q2": {"judge_accuracy": 2, "judge_score": 6},
               "q3": {"judge_score": 9}}
-    found = judge_stability([first, second], "fin_lfqa-posthoc", resamples=20)
+    found = judge_stability([first, second], "fin_lfqa-posthoc", FAMILIES, resamples=20)
     assert set(found) == {"accuracy", "overall"}
     assert found["accuracy"].n == 2 and found["accuracy"].unjudged == 1 and found["accuracy"].identical.value == 1
     assert found["overall"].identical.value == pytest.approx(2 / 3)
     with pytest.raises(ValueError, match="no judged criteria"):
-        judge_stability([first, second], "fin_agentbench_doc")
+        judge_stability([first, second], "fin_agentbench_doc", FAMILIES)
 
 
 def test_several_annotators_and_preferences(tmp_path, capsys):
@@ -335,8 +339,8 @@ def test_score_judge_repeat_prints_the_judges_agreement_with_itself(tmp_path):
     judged_runs(tmp_path / "runs", date="2025-01-02T00-00-00.000001")  # the same judge on the same answers again
     results = sorted((tmp_path / "runs").rglob("results_*.json"))
     assert len(results) == 4  # two models, two scorings
-    text = printed_stability(results)
+    text = printed_stability(results, all_benchmarks())
     assert f"fin_lfqa · judge vs itself: {JUDGE_A}" in text
     overall = next(line for line in text.splitlines() if line.startswith("overall"))
     assert overall.split()[1:4] == ["2", "12", "100%"]  # 2 runs, 12 answers, all identical
-    assert printed_stability(results[:1]) == "no judged answer was repeated"
+    assert printed_stability(results[:1], all_benchmarks()) == "no judged answer was repeated"

@@ -15,7 +15,7 @@ from lm_eval.api.metrics import mean as lm_eval_mean
 
 from lm_eval_fin import paths, records, sandbox, textsim
 from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, score, task
-from lm_eval_fin.harness import stage
+from lm_eval_fin.harness import stage, taskfiles
 from lm_eval_fin.harness.settings import SettingsError
 from lm_eval_fin.judge import JudgeResponse, ParsedAnswer
 from tests.finlfqa_fixtures import CLAUSES, hub_record, hub_records, write_hub_fixture
@@ -325,16 +325,17 @@ def test_code_runs_in_the_sandbox_and_each_answer_gets_its_rate_and_failure_shar
     assert [v.get("code_exec_rate") for v in values] == [1.0, 0.0, None]
     assert [v["code_per_answer"] for v in values] == [1.0, 2.0, 0.0]
     assert (values[1]["code_missing_arguments"], values[1]["code_none_result"]) == (0.5, 0.5)
-    for name in task._code_failure_metrics():
+    for name in task.CODE_FAILURES:
         assert values[0][name] == 0.0 and name not in values[2]
-    assert values[1]["code_exec_rate"] + sum(values[1][name] for name in task._code_failure_metrics()) == 1.0
+    assert values[1]["code_exec_rate"] + sum(values[1][name] for name in task.CODE_FAILURES) == 1.0
     assert lm_eval_mean([v["code_exec_rate"] for v in values if "code_exec_rate" in v]) == 0.5  # the task's figure: over answers with code
     assert recorded[0]["code"] == [{"ok": True, "category": None, "value": "25.0", "error": None}]
     assert [outcome["category"] for outcome in recorded[1]["code"]] == ["missing_arguments", "none_result"]
 
 
 def test_the_yaml_lists_every_failure_category_of_the_sandbox():
-    assert set(task._code_failure_metrics()) == {f"code_{c}" for c in sandbox.FAILURE_CATEGORIES}
+    assert set(task.CODE_FAILURES) == {f"code_{c}" for c in sandbox.FAILURE_CATEGORIES}
+    assert set(task.CODE_FAILURES) <= set(taskfiles.metric_names("fin_lfqa"))
 
 
 def test_a_sandbox_that_cannot_start_leaves_the_code_metrics_undefined(tmp_path, monkeypatch, caplog):

@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lm_eval_fin import __version__, atomic, exit_status
 from lm_eval_fin.agreement.figures import FORMAT, OUTPUT_NAME, Estimate
@@ -32,7 +32,7 @@ PROG = "lm-eval-fin agreement"
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("results_dirs", nargs="+", metavar="RESULTS_DIR",
-                        help="lm-eval --output_path folders of judged fin_lfqa / fin_ems runs, samples logged")
+                        help="lm-eval --output_path folders of judged runs, samples logged")
     parser.add_argument("--labels", metavar="FILE",
                         help="people's labels: JSONL (or the filled-in template CSV); see docs/agreement.md")
     parser.add_argument("--template", type=int, metavar="N",
@@ -83,7 +83,9 @@ def output_folder_problem(output_path: str | None, names: Sequence[str]) -> str 
     return None
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, benchmarks: Sequence[Any]) -> int:
+    """The command over ``benchmarks`` (the registry's: what each compares its judge on)."""
+    from lm_eval_fin.agreement.criteria import families_of
     from lm_eval_fin.agreement.labels import LabelError, read_labels
     from lm_eval_fin.agreement.matching import collect, match_labels
     from lm_eval_fin.agreement.study import run_study
@@ -94,13 +96,15 @@ def main(args: argparse.Namespace) -> int:
     if problem:
         return _error(problem)
     started = time.monotonic()
-    collection = collect(args.results_dirs)
+    families = families_of(benchmarks)
+    collection = collect(args.results_dirs, families)
     for item in collection.unreadable:
         print(f"{PROG}: cannot read {item.path}: {item.reason}", file=sys.stderr)
     for note in collection.notes:
         print(f"{PROG}: {note}", file=sys.stderr)
     if not collection.answers:
-        return _error("no logged fin_lfqa or fin_ems samples in " + ", ".join(args.results_dirs))
+        return _error(f"no logged samples of {' or '.join(f.name for f in families) or 'a judged task'} in "
+                      + ", ".join(args.results_dirs))
     incomplete = bool(collection.unreadable)
     if args.template is not None:
         return _template(args, collection, incomplete)
@@ -109,7 +113,7 @@ def main(args: argparse.Namespace) -> int:
     people = None
     try:
         if args.labels:
-            labels, preferences, _ = read_labels(args.labels)
+            labels, preferences, _ = read_labels(args.labels, families)
             people = match_labels(labels, preferences, collection)
             _progress(f"read {len(collection.answers)} answers and {len(labels)} labels by "
                       f"{len(people.annotators)} annotator(s)", started)

@@ -1,22 +1,17 @@
-"""What people and judges are compared on, per benchmark: the criteria of a label file, the
-per-sample metric each is read from in a judged run, and the scale both sides share.
+"""What people and judges are compared on: the criteria of a label file, the per-sample metric
+each is read from in a judged run, and the scale both sides share.
 
-* fin_lfqa (every ``fin_lfqa*`` task): the FinLFQA judge's three criteria, integers 1..5
-  (section 4.1 of the paper), and ``overall``, their sum 3..15 (the paper's "overall score").
-* fin_ems: ``ems``, a person's 0..10 rating of how well the answer conveys the reference
-  (every point, with its details, and nothing the reference contradicts), read against the
-  judge's EMS-F1 times 10; and ``points``, a 0..max_score rating per reference saliency point
-  of how fully the answer conveys it, read against the judge's score s_i of that point (0 for
-  a point it matched to nothing). A person's EMS-Recall, the mean of their point ratings over
-  max_score (equation 6 of the EMS paper), is read against the judge's (``recall``).
-
-Two judges are compared on what each judge wrote: the same four FinLFQA criteria, or EMS's
-and the RAGChecker-style claim metrics (0..1).
+Each judged benchmark declares its :class:`Family` with its metrics (its package's
+``metrics.py``, ``Benchmark.agreement``): FinLFQA's three 1..5 criteria and their sum, EMS's
+0..10 rating, per-point ratings and recall. The command line hands the families of every
+benchmark to the agreement command and the report; nothing here names a benchmark.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from lm_eval_fin.owners import owner_of
 
@@ -44,7 +39,7 @@ class Scale:
         return f"{self.low:g}..{self.high:g} ({kind})"
 
 
-POINTS = "points"  # fin_ems: one rating per reference saliency point
+POINTS = "points"  # a label of one rating per reference point of the answer (Family.points)
 PREFERENCE_SCALE = Scale(-1, 1, categorical=True)  # second preferred, tie, first preferred
 
 
@@ -52,7 +47,9 @@ PREFERENCE_SCALE = Scale(-1, 1, categorical=True)  # second preferred, tie, firs
 class Criterion:
     """One thing rated. ``metric``: the per-sample metric of the judged run; ``judge_factor``:
     that value times it is the value on ``scale``; ``label_scale``: what a person may write (None:
-    derived, never written); ``asked``: a label template asks people for it."""
+    derived, never written); ``asked``: a label template asks people for it. ``people``: judges
+    are compared with people's labels on it; ``judges``: two judges, or one with itself, are
+    compared on it. ``metric`` may be left empty where the metric's declaration fills it in."""
 
     name: str
     metric: str
@@ -61,6 +58,24 @@ class Criterion:
     description: str
     judge_factor: float = 1.0
     asked: bool = True
+    people: bool = True
+    judges: bool = True
+
+
+# a logged run's settings -> the top of its 0..top point scale (None: the run does not say)
+PointTop = Callable[[Mapping[str, Any]], int | None]
+# a logged record and that top -> the reference points and the judge's score of each on 0..top
+# (None where it left a point unjudged); None where the record holds no points
+PointScores = Callable[[Mapping[str, Any], int], tuple[tuple[str, ...], tuple[float | None, ...]] | None]
+
+
+@dataclass(frozen=True)
+class PointRatings:
+    """People rate each reference point of an answer (``points``), read against the judge's
+    score of the point: where a benchmark's runs keep the scale and the judge's scores."""
+
+    top: PointTop
+    scores: PointScores
 
 
 @dataclass(frozen=True)
@@ -74,7 +89,7 @@ class Family:
     main: str
     main_judged: str
     reference_field: str  # the doc field holding the reference answer, for the template
-    points: bool = False  # people may rate each reference saliency point (``points``)
+    points: PointRatings | None = None  # people may rate each reference point (``points``)
     total: str | None = None  # the criterion that is the sum of the asked ones (FinLFQA's overall)
 
     def criterion(self, name: str) -> Criterion:
@@ -90,54 +105,21 @@ class Family:
         return names + [POINTS] if self.points else names
 
 
-_FIVE = Scale(1, 5, ordinal=True)
-_FINLFQA_CRITERIA = (
-    Criterion("accuracy", "judge_accuracy", _FIVE, _FIVE,
-              "does the answer reach the reference's conclusions and answer the question fully (1..5)"),
-    Criterion("numerical_correctness", "judge_numerical", _FIVE, _FIVE,
-              "are its numbers and calculations correct (1..5)"),
-    Criterion("evidence_entailment", "judge_entailment", _FIVE, _FIVE,
-              "do the report paragraphs it cites support what it says (1..5)"),
-    Criterion("overall", "judge_score", Scale(3, 15, ordinal=True), Scale(3, 15, ordinal=True),
-              "the sum of the three (3..15); derived from them when they are given", asked=False),
-)
-FIN_LFQA = Family("fin_lfqa", _FINLFQA_CRITERIA, _FINLFQA_CRITERIA, main="overall", main_judged="overall",
-                  reference_field="reference_clauses", total="overall")
-
-_UNIT = Scale(0, 1)
-_EMS_JUDGED = tuple(
-    Criterion(metric, metric, _UNIT, None, description)
-    for metric, description in (
-        ("ems_llm_precision", "EMS-Precision with the judge's scores"),
-        ("ems_llm_recall", "EMS-Recall with the judge's scores"),
-        ("ems_llm_f1", "EMS-F1 with the judge's scores"),
-        ("ragchecker_precision", "share of the answer's claims the reference entails"),
-        ("ragchecker_recall", "share of the reference's claims the answer entails"),
-        ("ragchecker_f1", "F1 of the two claim shares"),
-    )
-)
-FIN_EMS = Family(
-    "fin_ems",
-    (
-        Criterion("ems", "ems_llm_f1", Scale(0, 10), Scale(0, 10, ordinal=True),
-                  "how well the answer conveys the reference: every point, with its details, and nothing "
-                  "it contradicts (0..10)", judge_factor=10.0),
-        Criterion("recall", "ems_llm_recall", _UNIT, None,
-                  "EMS-Recall: the mean point rating over max_score; derived from points", asked=False),
-    ),
-    _EMS_JUDGED,
-    main="ems",
-    main_judged="ems_llm_f1",
-    reference_field="reference",
-    points=True,
-)
-FAMILIES = (FIN_LFQA, FIN_EMS)
+def family_of(task: str, families: Iterable[Family]) -> Family | None:
+    """The family of ``families`` that owns ``task``, by the benchmarks' rule
+    (:func:`lm_eval_fin.owners.owner_of`: its variants too); None for a task none judges."""
+    return owner_of(task, families)
 
 
-def family_of(task: str) -> Family | None:
-    """The family of a task: ``fin_lfqa`` and its variants (``fin_lfqa-posthoc``, ...), ``fin_ems``;
-    the benchmarks' rule (:func:`lm_eval_fin.owners.owner_of`)."""
-    return owner_of(task, FAMILIES)
+def families_of(benchmarks: Iterable[Any]) -> tuple[Family, ...]:
+    """The families of the benchmarks the command line hands over (their ``agreement``; the
+    benchmarks are not imported here)."""
+    return tuple(f for f in (getattr(b, "agreement", None) for b in benchmarks) if isinstance(f, Family))
+
+
+def label_names(families: Iterable[Family]) -> list[str]:
+    """Every criterion a label file may name, over ``families`` (each once, in order)."""
+    return list(dict.fromkeys(name for family in families for name in family.label_names))
 
 
 def points_scale(max_score: int) -> Scale:

@@ -1,22 +1,22 @@
 """The figures file of ``lm-eval-fin agreement`` (``agreement.json``), read back per judged metric:
 what the report shows next to each metric a judge gives.
 
-A comparison in the file is about criteria (FinLFQA's ``accuracy`` ... ``overall``, EMS's ``ems``,
-two judges' ``ems_llm_f1`` ...); each criterion is read from one per-sample metric of the judged
-run (:mod:`lm_eval_fin.agreement.criteria`), so the figures land on that metric. People's
-per-point EMS ratings (``points``) have no metric of their own and stay in the file.
+A comparison in the file is about criteria of one family (FinLFQA's ``accuracy`` ... ``overall``,
+EMS's ``ems``, two judges' ``ems_llm_f1`` ...); each criterion is read from one per-sample metric
+of the judged run (:mod:`lm_eval_fin.agreement.criteria`), so the figures land on that metric.
+People's per-point ratings (``points``) have no metric of their own and stay in the file.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin.agreement.criteria import FAMILIES, Family, family_of
+from lm_eval_fin.agreement.criteria import Family, family_of
 
 OUTPUT_NAME = "agreement.json"
 FORMAT = "lm-eval-fin/agreement-1"
@@ -59,9 +59,10 @@ class MetricAgreement:
     source: str = ""
 
 
-def judged_metrics(task: str) -> tuple[str, ...]:
-    """The per-sample metrics of ``task`` that a judge gives (empty for a task no judge scores)."""
-    family = family_of(task)
+def judged_metrics(task: str, families: Sequence[Family]) -> tuple[str, ...]:
+    """The per-sample metrics of ``task`` that agreement compares a judge on (empty for a task
+    of no family of ``families``)."""
+    family = family_of(task, families)
     if family is None:
         return ()
     return tuple(dict.fromkeys(c.metric for c in (*family.criteria, *family.judge_criteria)))
@@ -82,8 +83,8 @@ def _metric(family: Family, criterion: str) -> str | None:
         return None
 
 
-def _entries(comparison: Mapping[str, Any], source: str) -> Iterable[MetricAgreement]:
-    family = next((f for f in FAMILIES if f.name == comparison.get("family")), None)
+def _entries(comparison: Mapping[str, Any], source: str, families: Sequence[Family]) -> Iterable[MetricAgreement]:
+    family = next((f for f in families if f.name == comparison.get("family")), None)
     if family is None:
         return
     kind, judged, reference = (str(comparison.get(key, "")) for key in ("kind", "judged", "reference"))
@@ -105,8 +106,9 @@ def _entries(comparison: Mapping[str, Any], source: str) -> Iterable[MetricAgree
                               judged=judged, reference=reference, source=source)
 
 
-def read_agreement(path: str | os.PathLike) -> list[MetricAgreement]:
-    """The figures of an ``agreement.json`` (or of the folder holding one), per judged metric."""
+def read_agreement(path: str | os.PathLike, families: Sequence[Family]) -> list[MetricAgreement]:
+    """The figures of an ``agreement.json`` (or of the folder holding one), per judged metric
+    (comparisons of a family not among ``families`` are left out)."""
     file = Path(path).expanduser()
     if file.is_dir():
         file = file / OUTPUT_NAME
@@ -121,7 +123,7 @@ def read_agreement(path: str | os.PathLike) -> list[MetricAgreement]:
     if not isinstance(comparisons, list):
         raise AgreementFileError(f"{file}: \"comparisons\" is not a list")
     return [entry for comparison in comparisons if isinstance(comparison, Mapping)
-            for entry in _entries(comparison, str(file))]
+            for entry in _entries(comparison, str(file), families)]
 
 
 def _refuse(message: str) -> Any:

@@ -20,11 +20,12 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin.agreement.criteria import FAMILIES, POINTS
+from lm_eval_fin.agreement.criteria import POINTS, Family, label_names
 from lm_eval_fin.csvtext import spreadsheet_unescaped
 from lm_eval_fin.jsonl import read_jsonl
 
@@ -209,8 +210,8 @@ def _parse_line(line: Any, where: str) -> Label | Preference | None:
     return _preference(line, where) if "preferred" in line else _label(line, where)
 
 
-def _csv_lines(path: Path) -> list[tuple[str, dict]]:
-    known = {name for family in FAMILIES for name in family.label_names}
+def _csv_lines(path: Path, families: Sequence[Family]) -> list[tuple[str, dict]]:
+    known = set(label_names(families))
     # utf-8-sig: a spreadsheet's "CSV UTF-8" starts with a byte-order mark, which is no part of the first column's name
     with open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
@@ -230,14 +231,15 @@ def _csv_lines(path: Path) -> list[tuple[str, dict]]:
     return lines
 
 
-def read_labels(path: str | Path) -> tuple[list[Label], list[Preference], int]:
+def read_labels(path: str | Path, families: Sequence[Family]) -> tuple[list[Label], list[Preference], int]:
     """The labels and preferences of a JSONL (or template CSV) label file, and how many lines
-    were left blank. Raises :class:`LabelError` (one line, naming file:line) for a bad file."""
+    were left blank; a CSV's criteria columns are those of ``families``. Raises
+    :class:`LabelError` (one line, naming file:line) for a bad file."""
     path = Path(path)
     if not path.exists() or path.is_dir():
         raise LabelError(f"{path}: no such label file")
     try:
-        lines = _csv_lines(path) if path.suffix.lower() == ".csv" else list(read_jsonl(path, LabelError))
+        lines = _csv_lines(path, families) if path.suffix.lower() == ".csv" else list(read_jsonl(path, LabelError))
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise LabelError(f"{path}: cannot read ({exc})") from None
     labels, preferences, blank = [], [], 0

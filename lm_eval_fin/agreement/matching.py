@@ -20,12 +20,12 @@ from lm_eval_fin.agreement.labels import AnswerRef, Label, LabelError, Preferenc
 from lm_eval_fin.runfiles import Unreadable, read_results_dirs
 
 Key = tuple[str, str, str, str]  # task, document id, model, answer hash
-EMS_SCORER = "llm"  # the EMS scorer whose per-point scores people's point ratings are read against
 
 
 @dataclass
 class JudgedAnswer:
-    """One answer as one run logged it: its judge (None: the run had none) and per-sample values."""
+    """One answer as one run logged it: its judge (None: the run had none), per-sample values
+    and the family of its task."""
 
     task: str
     id: str
@@ -42,29 +42,20 @@ class JudgedAnswer:
     def key(self) -> Key:
         return self.task, self.id, self.model, answer_hash(self.task, self.id, self.model, self.text)
 
-    @property
-    def family(self) -> Family:
-        family = family_of(self.task)
-        assert family is not None, "only answers of a family are collected"
-        return family
+    family: Family
 
     def max_score(self) -> int | None:
-        """fin_ems: the top of the judge's 0..max_score point scale, from the run's settings."""
-        value = (self.settings.get("values") or {}).get("max_score")
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+        """The top of the judge's 0..max_score point scale (families whose people rate points),
+        from the run's settings."""
+        return self.family.points.top(self.settings) if self.family.points else None
 
     def point_scores(self) -> tuple[tuple[str, ...], tuple[float | None, ...]] | None:
-        """fin_ems: the judge's reference points and its score s_i of each on 0..max_score (None
-        where it left a point unjudged); None where the record holds no points."""
-        ems, top = self.record.get("ems"), self.max_score()
-        if not isinstance(ems, dict) or top is None:
+        """The judge's reference points and its score s_i of each on 0..max_score (None where
+        it left a point unjudged); None where the record holds no points."""
+        top = self.max_score()
+        if self.family.points is None or top is None:
             return None
-        points, scores = ems.get("reference_points"), (ems.get("scores") or {}).get(EMS_SCORER)
-        if not isinstance(points, list) or not isinstance(scores, list) or len(points) != len(scores):
-            return None
-        as_scale = [None if not isinstance(s, (int, float)) or isinstance(s, bool) else round(s * top, 6)
-                    for s in scores]
-        return tuple(str(p) for p in points), tuple(as_scale)
+        return self.family.points.scores(self.record, top)
 
 
 @dataclass
@@ -83,12 +74,13 @@ class Judge:
 @dataclass
 class Collection:
     """Everything read from the runs: the answers (in run order), the judges, what could not be
-    read, and notes on what was left out."""
+    read, notes on what was left out, and the families the answers were sought for."""
 
     answers: list[JudgedAnswer]
     judges: dict[str, Judge]
     unreadable: list[Unreadable]
     notes: list[str] = field(default_factory=list)
+    families: tuple[Family, ...] = ()
 
     def by_judge(self, judge: str) -> dict[Key, list[JudgedAnswer]]:
         """The answers ``judge`` judged, each with its runs in order (more than one: repeats)."""
@@ -125,15 +117,16 @@ def _judges(identities: dict[tuple[str, Any], tuple[dict, list[str]]]) -> dict[t
     }
 
 
-def collect(paths: Iterable[str]) -> Collection:
-    """The answers of every fin_lfqa and fin_ems task in the runs under ``paths``."""
+def collect(paths: Iterable[str], families: Sequence[Family]) -> Collection:
+    """The answers of every task of ``families`` in the runs under ``paths``."""
     runs, unreadable = read_results_dirs(paths)
     read: list[tuple[JudgedAnswer, tuple[str, Any] | None]] = []
     identities: dict[tuple[str, Any], tuple[dict, list[str]]] = {}
     notes: list[str] = []
     for run in runs:
         for task, task_run in run.tasks.items():
-            if family_of(task) is None:
+            family = family_of(task, families)
+            if family is None:
                 continue
             if not task_run.logged:
                 notes.append(f"{run.source}: {task} has no samples (run lm_eval with --log_samples); left out")
@@ -142,7 +135,7 @@ def collect(paths: Iterable[str]) -> Collection:
                 settings = sample.settings
                 identity = _judge_identity(settings, sample.record)
                 read.append((JudgedAnswer(task, sample.key, run.model, sample.answer, None, dict(sample.values),
-                                          sample.record, settings, sample.doc, str(run.source)), identity))
+                                          sample.record, settings, sample.doc, str(run.source), family), identity))
                 if identity is not None:
                     _, sources = identities.setdefault(identity, (settings.get("judge_options") or {}, []))
                     if str(run.source) not in sources:
@@ -152,7 +145,8 @@ def collect(paths: Iterable[str]) -> Collection:
         answer.judge = None if identity is None else judges[identity].name
     if any(identity is None for _, identity in read):
         notes.append("some runs had no judge (settings judge null): their answers are not compared")
-    return Collection([answer for answer, _ in read], {j.name: j for j in judges.values()}, unreadable, notes)
+    return Collection([answer for answer, _ in read], {j.name: j for j in judges.values()}, unreadable, notes,
+                      tuple(families))
 
 
 # ------------------------------------------------------------------------------ labels
@@ -192,7 +186,8 @@ def _check_value(label: Label, criterion: Criterion, value: float, family: Famil
 
 def checked_scores(label: Label, answer: JudgedAnswer) -> dict[str, float]:
     """The label's ratings checked against its task's criteria and scales, with ``overall`` (the
-    sum of FinLFQA's three criteria) added where it is not given; fin_ems ``recall`` from points."""
+    sum of the asked criteria, where a family has one) added where it is not given, and ``recall``
+    (the mean point rating over the scale's top) where points are rated."""
     family = answer.family
     names = [c.name for c in family.criteria]
     scores = dict(label.scores)
@@ -228,11 +223,12 @@ def checked_scores(label: Label, answer: JudgedAnswer) -> dict[str, float]:
 @dataclass
 class PeopleLabels:
     """Labels resolved to answers: per annotator, per answer, the checked ratings and point
-    ratings (with the reference points they rate)."""
+    ratings (with the reference points they rate); the families of the runs' tasks."""
 
     scores: dict[str, dict[Key, dict[str, float]]] = field(default_factory=dict)
     points: dict[str, dict[Key, tuple[tuple[str, ...], tuple[int | None, ...]]]] = field(default_factory=dict)
     preferences: list[tuple[Preference, Key, Key]] = field(default_factory=list)
+    families: tuple[Family, ...] = ()
 
     @property
     def annotators(self) -> list[str]:
@@ -244,7 +240,7 @@ def match_labels(labels: Sequence[Label], preferences: Sequence[Preference], col
     not about exactly one answer of the runs, names an unknown criterion or rates out of range."""
     answers = collection.distinct()
     index = key_index(answers)
-    people = PeopleLabels()
+    people = PeopleLabels(families=collection.families)
     for label in labels:
         key = resolve(label.answer, label.where, index)
         scores = checked_scores(label, answers[key])

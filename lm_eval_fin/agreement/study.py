@@ -112,15 +112,15 @@ class Comparison:
         }
 
 
-def _in_family(key: Unit, family: Family) -> bool:
-    return family_of(key[0]) is family
+def _in_family(key: Unit, family: Family, families: Sequence[Family]) -> bool:
+    return family_of(key[0], families) is family
 
 
 def judge_rater(collection: Collection, judge: str, family: Family, criteria: Sequence[Criterion]) -> Rater:
     """A judge's values on ``criteria`` (its first run of each answer)."""
     rater = Rater(judge, {}, fallible=True)
     for key, runs in collection.by_judge(judge).items():
-        if not _in_family(key, family):
+        if not _in_family(key, family, collection.families):
             continue
         first = runs[0]
         rater.values[key] = {
@@ -134,8 +134,9 @@ def judge_rater(collection: Collection, judge: str, family: Family, criteria: Se
 
 def annotator_rater(people: PeopleLabels, annotator: str, family: Family) -> Rater:
     name = f"annotator {annotator}" if annotator else "annotator"
-    return Rater(name, {k: dict(v) for k, v in people.scores.get(annotator, {}).items() if _in_family(k, family)},
-                 {k: v for k, v in people.points.get(annotator, {}).items() if _in_family(k, family)})
+    return Rater(name, {k: dict(v) for k, v in people.scores.get(annotator, {}).items()
+                        if _in_family(k, family, people.families)},
+                 {k: v for k, v in people.points.get(annotator, {}).items() if _in_family(k, family, people.families)})
 
 
 def people_rater(people: PeopleLabels, family: Family) -> Rater:
@@ -297,7 +298,7 @@ def compare_preferences(family: Family, people: PeopleLabels, judge: Rater, sett
     comparison = Comparison(PREFERENCES, family.name, "people's preferences", judge.name)
     by_criterion: dict[str, list[tuple[int, int]]] = {}
     for preference, first, second in people.preferences:
-        if not _in_family(first, family):
+        if not _in_family(first, family, people.families):
             continue
         criterion = preference.criterion or family.main
         counts = comparison.skipped.setdefault(criterion, {"unjudged": 0, "not in its runs": 0})
@@ -334,17 +335,17 @@ def stability_of(repeats: Sequence[Sequence[Mapping[str, float | None]]], criter
     return found
 
 
-def judge_stability(repeats: Sequence[Mapping[str, Mapping[str, float]]], task: str, *,
-                    resamples: int = RESAMPLES, seed: int = 0,
+def judge_stability(repeats: Sequence[Mapping[str, Mapping[str, float]]], task: str,
+                    families: Sequence[Family], *, resamples: int = RESAMPLES, seed: int = 0,
                     confidence: float = CONFIDENCE) -> dict[str, Stability]:
     """How well a judge agrees with itself over k >= 2 runs on the same answers of ``task``.
     ``repeats[r]`` maps each document id to run r's per-sample metric values (a
     :class:`lm_eval_fin.runfiles.Sample`'s ``values``); documents missing from a run, or
-    without a value, count as unjudged there. Per criterion of the task's family (FinLFQA's
-    three and overall; EMS's and the claim metrics): :class:`~lm_eval_fin.agreement.stats.Stability`."""
-    family = family_of(task)
+    without a value, count as unjudged there. Per criterion two judges are compared on, of the
+    task's family among ``families``: :class:`~lm_eval_fin.agreement.stats.Stability`."""
+    family = family_of(task, families)
     if family is None:
-        raise ValueError(f"{task} has no judged criteria (fin_lfqa*, fin_ems)")
+        raise ValueError(f"{task} has no judged criteria (tasks of {', '.join(f.name for f in families) or 'none'})")
     documents = sorted({doc for run in repeats for doc in run})
     table = [[dict(run.get(doc, {})) for doc in documents] for run in repeats]
     return stability_of(table, family.judge_criteria, StudySettings(resamples, seed, confidence))
@@ -353,7 +354,8 @@ def judge_stability(repeats: Sequence[Mapping[str, Mapping[str, float]]], task: 
 def repeats_comparison(collection: Collection, judge: str, family: Family, settings: StudySettings) -> Comparison | None:
     """A judge against itself over the answers it judged in two or more runs (the first k runs
     of each, k the fewest runs any such answer has)."""
-    repeated = {k: runs for k, runs in collection.by_judge(judge).items() if len(runs) > 1 and _in_family(k, family)}
+    repeated = {k: runs for k, runs in collection.by_judge(judge).items()
+                if len(runs) > 1 and _in_family(k, family, collection.families)}
     if not repeated:
         return None
     k = min(len(runs) for runs in repeated.values())
@@ -454,9 +456,9 @@ def plan_study(collection: Collection, people: PeopleLabels | None, settings: St
     compares, how to compute it): the caller shows progress between them."""
     steps: list[Step] = []
     tasks = {a.task for a in collection.answers if a.judge is not None}
-    families = [f for f in (family_of(t) for t in sorted(tasks)) if f is not None]
+    families = [f for f in (family_of(t, collection.families) for t in sorted(tasks)) if f is not None]
     for family in dict.fromkeys(families):
-        judges = sorted({a.judge for a in collection.answers if a.judge and family_of(a.task) is family})
+        judges = sorted({a.judge for a in collection.answers if a.judge and a.family is family})
         if people is not None:
             steps += _people_steps(family, judges, collection, people, settings, pairwise)
         for one, other in itertools.combinations(judges, 2):
@@ -491,7 +493,7 @@ def _people_steps(family: Family, judges: Sequence[str], collection: Collection,
             steps += [(f"{family.name} · {JUDGE_ANNOTATOR}: {judge} against {a.name}", partial(
                 compare_raters, JUDGE_ANNOTATOR, family, a, rater, family.criteria, family.main, collection,
                 settings)) for a in annotators]
-        if any(_in_family(first, family) for _, first, _ in people.preferences):
+        if any(_in_family(first, family, people.families) for _, first, _ in people.preferences):
             steps.append((f"{family.name} · {PREFERENCES}: {judge}",
                           partial(compare_preferences, family, people, rater, settings)))
     if several:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from lm_eval_fin import atomic
-from lm_eval_fin.agreement.criteria import FAMILIES, POINTS
+from lm_eval_fin.agreement.criteria import POINTS, Family, label_names
 from lm_eval_fin.agreement.labels import CSV_COLUMNS
 from lm_eval_fin.agreement.matching import Collection, JudgedAnswer, Key
 from lm_eval_fin.csvtext import spreadsheet_safe
@@ -111,9 +111,8 @@ def template_line(answer: JudgedAnswer) -> dict[str, Any]:
     return strict(line)
 
 
-def _csv_columns(lines: Sequence[dict]) -> list[str]:
-    criteria = [name for family in FAMILIES for name in family.label_names
-                if any(name in line["labels"] for line in lines)]
+def _csv_columns(lines: Sequence[dict], families: Sequence[Family]) -> list[str]:
+    criteria = [name for name in label_names(families) if any(name in line["labels"] for line in lines)]
     rest = [c for c in CSV_COLUMNS if c not in ("task", "id", "model", "answer_hash", *FILL_IN)]
     return ["task", "id", "answer_hash", *FILL_IN, *criteria, *rest]
 
@@ -136,7 +135,7 @@ def write_template(answers: Sequence[JudgedAnswer], folder: str | Path) -> dict[
     jsonl = folder / JSONL_NAME
     atomic.write_text(jsonl, "".join(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n" for line in lines))
     table = folder / CSV_NAME
-    columns = _csv_columns(lines)
+    columns = _csv_columns(lines, list(dict.fromkeys(a.family for a in answers)))
     with atomic.open_text(table, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(columns)

@@ -4,7 +4,12 @@
     prompt.py   what the model sees (and fitting it to the context, where prompts run long)
     score.py    the scores of an answer, and of a run where a metric needs the run at once
     judge.py    the judge's prompt, reply parser and summary (benchmarks with a judge)
-    task.py     the functions the task YAMLs name, and the benchmark's :class:`Benchmark`
+    metrics.py  every metric, declared once (:mod:`lm_eval_fin.harness.metrics`): name,
+                direction, scale, aggregation; judged ones with what agreement compares them
+                on; the headline metrics (the task YAMLs' ``metric_list`` is checked against it)
+    task.py     the functions the task YAMLs name, and the benchmark's :class:`Benchmark`;
+                a judged benchmark's filter stage hands its judge work to
+                :func:`lm_eval_fin.harness.stage.judge_stage`
 
 A new benchmark is a new package here whose ``task`` module defines ``BENCHMARK``
 (:func:`all_benchmarks` finds it; no list to edit), and a task folder ``tasks/<name>/``

@@ -12,11 +12,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lm_eval_fin.agreement.criteria import Family
 from lm_eval_fin.harness import replay
+from lm_eval_fin.harness.metrics import JudgedMetric, Metric, scale_table
+from lm_eval_fin.harness.metrics import of_task as metrics_of_task
 from lm_eval_fin.harness.settings import RunSettings, Setting, check_usable, settings_of
 from lm_eval_fin.harness.stage import BatchScore, Keep, filter_function
 from lm_eval_fin.harness.task import as_dataset
 from lm_eval_fin.owners import owner_of
+from lm_eval_fin.scales import Scale
 
 # documents(settings) -> (the task's documents, the settings they run with)
 Documents = Callable[[RunSettings], tuple[Sequence[dict[str, Any]], RunSettings]]
@@ -43,12 +47,14 @@ class Benchmark:
     lm-eval's filter stage (:mod:`lm_eval_fin.harness.stage`): every answer of a task at once,
     one dict of details per document; ``keep`` what a ``--predict_only`` record holds.
     ``prompt(doc)``: the prompt a document's answer is checked against for echoes.
-    ``judged``: whether its tasks have judge metrics (``lm-eval-fin score`` needs a judge for
-    them). ``headline``: per task, the metrics a summary, a model card and the report show
-    first. ``scales``: what each metric's values can be (:mod:`lm_eval_fin.scales`: metric-name
-    pattern -> scale). ``hub_dataset``: the dataset's hub id, where it has one. ``view``: its view in
-    the report (an object of :mod:`lm_eval_fin.report`, opaque here). ``demo``: its part of
-    ``make demo``.
+    ``metrics``: every metric of its tasks, each declared once (:mod:`lm_eval_fin.harness.metrics`;
+    the task YAMLs' ``metric_list`` is checked against them); its :attr:`scales` and whether it
+    is :attr:`judged` follow from them. ``headline``: per task, the declared metrics a summary,
+    a model card and the report show first, in that order. ``agreement``: what ``lm-eval-fin
+    agreement`` compares its judge on (an :class:`lm_eval_fin.agreement.criteria.Family`, made
+    from its judged metrics). ``hub_dataset``: the dataset's hub id, where it has one. ``view``:
+    its view in the report (an object of :mod:`lm_eval_fin.report`, opaque here). ``demo``: its
+    part of ``make demo``.
     """
 
     name: str
@@ -58,12 +64,34 @@ class Benchmark:
     score: BatchScore | None = None
     keep: Keep | None = None
     prompt: Callable[[dict], str] | None = None
-    judged: bool = False
+    metrics: tuple[Metric, ...] = ()
     headline: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
-    scales: Mapping[str, Any] = field(default_factory=dict)
+    agreement: Family | None = None
     hub_dataset: str | None = None
     view: Any = None
     demo: Demo | None = None
+
+    def __post_init__(self) -> None:
+        for task, names in self.headline.items():
+            declared = {metric.name for metric in metrics_of_task(self.metrics, task)}
+            undeclared = [name for name in names if name not in declared]
+            if task not in self.tasks or undeclared:
+                raise ValueError(f"{self.name}: headline of {task} names what it does not declare: "
+                                 f"{[task] if task not in self.tasks else undeclared}")
+
+    @property
+    def judged(self) -> bool:
+        """Whether its tasks have judged metrics (``lm-eval-fin score`` needs a judge for them)."""
+        return any(isinstance(metric, JudgedMetric) for metric in self.metrics)
+
+    @property
+    def scales(self) -> dict[str, Scale]:
+        """What each metric's values can be (:mod:`lm_eval_fin.scales`: metric-name pattern -> scale)."""
+        return scale_table(self.metrics)
+
+    def task_metrics(self, task: str) -> list[Metric]:
+        """The metrics ``task``'s ``metric_list`` holds, as declared."""
+        return metrics_of_task(self.metrics, task)
 
     def read_settings(self, task: str, metadata: Mapping[str, Any]) -> RunSettings:
         """The settings of ``task``: those ``lm-eval-fin run`` read before lm-eval started,

@@ -180,7 +180,7 @@ def _score(args: argparse.Namespace, benchmarks: Sequence[Benchmark]) -> int:
                     scored += sorted(set(output.rglob("results_*.json")) - before)
                 failed = run.report_outcome(PROG, outcome) or failed
             if args.judge_repeat > 1 and spec is not None:
-                print(judge_stability(scored))
+                print(judge_stability(scored, benchmarks))
     finally:
         stage.close_judges()  # one judge for every run scored, its engine freed when the command ends
     return exit_status.INCOMPLETE if failed else exit_status.OK
@@ -214,14 +214,16 @@ def _replay(files, spec: str | None, options: dict, output: Path, unsafe: list[s
         return run.call_lm_eval(argv, {replay.REPLAY_ENV: str(plan_path)}, [f.task for f in files])
 
 
-def judge_stability(results: Sequence[Path]) -> str:
-    """How well the judge agreed with itself over the repeated scorings (:mod:`lm_eval_fin.agreement`)."""
+def judge_stability(results: Sequence[Path], benchmarks: Sequence[Benchmark]) -> str:
+    """How well the judge agreed with itself over the repeated scorings (:mod:`lm_eval_fin.agreement`),
+    on what each benchmark compares its judge on."""
     from lm_eval_fin.agreement.command import render
+    from lm_eval_fin.agreement.criteria import families_of
     from lm_eval_fin.agreement.matching import collect
     from lm_eval_fin.agreement.resampling import StudySettings
     from lm_eval_fin.agreement.study import REPEATS, run_study
 
     settings = StudySettings()
-    study = run_study(collect([str(path) for path in results]), None, settings)
+    study = run_study(collect([str(path) for path in results], families_of(benchmarks)), None, settings)
     tables = [render(c, settings.confidence) for c in study.comparisons if c.kind == REPEATS]
     return "\n".join(tables) or "no judged answer was repeated"

@@ -31,6 +31,12 @@ raise: a judge that cannot be set up, or whose backend fails half way, leaves th
 of the task undefined (:class:`JudgeUnavailable`), never the generations lost. Documents a
 judge failed or could not read are recorded (:func:`record_judge_failures`) so that
 ``lm-eval-fin run`` exits with status 1 once lm-eval has written its files.
+
+A judged benchmark hands its judge work to :func:`judge_stage` (a :class:`JudgeWork`: how to
+judge every document at once, and what a document's record says when the judge cannot be
+used or none is configured); the stage does the rest for every benchmark alike: no judge,
+an unavailable judge, the failures counted and recorded, the judge work of each document in
+its record (``records.JUDGE_USAGE``).
 """
 
 from __future__ import annotations
@@ -43,7 +49,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from lm_eval_fin import records
 from lm_eval_fin.cleantext import one_line, read_answer
@@ -56,6 +62,7 @@ from lm_eval_fin.replies import answer_part
 logger = logging.getLogger(__name__)
 
 R = TypeVar("R")
+T = TypeVar("T")
 PREDICT_ONLY_ENV = "LM_EVAL_FIN_PREDICT_ONLY"
 
 # score(answers, docs, settings) -> one dict of details per document (the record's keys)
@@ -202,3 +209,65 @@ def record_judge_failures(task: str, failed: int, unparsed: int, documents: int,
         "logged samples with `lm-eval-fin score <output dir> --judge <spec>`.",
         task, failure_phrase(failed, unparsed, documents, first_error),
     )
+
+
+# ------------------------------------------------------------------------- the judge stage
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One document's outcome of a benchmark's judge work: its record's keys, whether the judge
+    failed on it for good (``error`` says why) or answered unreadably, and the judge work it
+    cost (``records.JUDGE_USAGE``; None where no judge was asked)."""
+
+    details: dict[str, Any]
+    failed: bool = False
+    unparsed: bool = False
+    error: str | None = None
+    usage: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class JudgeWork(Generic[T]):
+    """What a judged benchmark gives the judge stage, over its own items (one per document).
+
+    ``run(judge, items)``: one :class:`Judged` per item, every item judged in one batch (the
+    benchmark's judge prompts and reply parsers live there). ``unavailable(items, error)``: each
+    item's record keys when the judge cannot be used. ``unjudged(items)``: each item's record
+    keys when no judge is configured; None where ``run`` works without one (``judge`` None)."""
+
+    run: Callable[[Any, Sequence[T]], Sequence[Judged]]
+    unavailable: Callable[[Sequence[T], str], list[dict[str, Any]]]
+    unjudged: Callable[[Sequence[T]], list[dict[str, Any]]] | None = None
+
+
+def judge_stage(settings: RunSettings, items: Sequence[T], work: JudgeWork[T]) -> list[dict[str, Any]]:
+    """Every item's record keys from the task's judge (:func:`run_with_judge`): a judge that
+    cannot be used counts every document as failed; no judge configured says so once (or runs
+    the work without one); a judge's failures on documents are recorded for the exit status.
+    Where the work ran, each record holds the judge work its document cost."""
+    count = len(items)
+    unjudged = work.unjudged
+    try:
+        judged = run_with_judge(
+            settings, lambda judge: None if judge is None and unjudged is not None else list(work.run(judge, items))
+        )
+    except JudgeUnavailable as exc:
+        record_judge_failures(settings.task, count, 0, count, str(exc))
+        return work.unavailable(items, str(exc))
+    if judged is None:
+        assert unjudged is not None
+        logger.warning(
+            "%s: no judge configured ($LM_EVAL_FIN_JUDGE or --metadata '{\"judge\": ...}'); the judge's "
+            "metrics are undefined. Score later with `lm-eval-fin score <output dir> --judge "
+            "<spec>`.", settings.task,
+        )
+        return unjudged(items)
+    if len(judged) != count:  # a benchmark's bug; records would land on the wrong documents
+        raise RuntimeError(f"{settings.task}: the judge work returned {len(judged)} results for {count} documents")
+    if settings.judge is not None:
+        record_judge_failures(
+            settings.task, sum(j.failed for j in judged), sum(j.unparsed for j in judged), count,
+            next((j.error for j in judged if j.failed), None),
+        )
+    return [{**j.details, records.JUDGE_USAGE: j.usage} for j in judged]

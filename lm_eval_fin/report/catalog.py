@@ -15,6 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from lm_eval_fin.agreement.criteria import families_of
 from lm_eval_fin.owners import owner_of
 from lm_eval_fin.report.blocks import GENERIC, View
 
@@ -40,6 +41,8 @@ class Entry:
 
 class Catalog:
     def __init__(self, benchmarks: Iterable[Any] = ()):
+        benchmarks = list(benchmarks)
+        self.families = families_of(benchmarks)  # what each judged benchmark's judge is compared on
         self.entries = [
             Entry(
                 name=str(b.name),

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from lm_eval_fin import atomic, exit_status
+from lm_eval_fin.agreement.criteria import families_of
 from lm_eval_fin.agreement.figures import AgreementFileError
 from lm_eval_fin.report import judge_agreement, significance
 from lm_eval_fin.report.build import DEFAULT_TITLE, write_report_files
@@ -52,7 +53,8 @@ def main(args: argparse.Namespace, benchmarks: Iterable[Any] = ()) -> int:
         print(f"lm-eval-fin report: error: {problem}", file=sys.stderr)
         return exit_status.USAGE
     try:
-        agreement = judge_agreement.load(args.agreement)
+        benchmarks = list(benchmarks)  # read twice: the agreement files' families and the report
+        agreement = judge_agreement.load(args.agreement, families_of(benchmarks))
     except AgreementFileError as exc:
         print(f"lm-eval-fin report: error: --agreement {exc}", file=sys.stderr)
         return exit_status.USAGE

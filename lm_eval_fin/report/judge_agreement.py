@@ -9,22 +9,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lm_eval_fin.agreement.command import estimate_text
-from lm_eval_fin.agreement.criteria import family_of
+from lm_eval_fin.agreement.criteria import Family, family_of
 from lm_eval_fin.agreement.figures import Estimate, MetricAgreement, judged_metrics, read_agreement
 
 
 @dataclass
 class JudgeAgreement:
-    """The agreement figures given to a report (``files``: the files read)."""
+    """The agreement figures given to a report (``files``: the files read), for the benchmarks'
+    ``families`` (what each compares its judge on)."""
 
+    families: tuple[Family, ...] = ()
     entries: list[MetricAgreement] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
 
     def judged(self, task: str) -> tuple[str, ...]:
-        return judged_metrics(task)
+        return judged_metrics(task, self.families)
 
     def of(self, task: str, metric: str) -> list[MetricAgreement]:
-        family = family_of(task)
+        family = family_of(task, self.families)
         return [e for e in self.entries if family is not None and e.family == family.name and e.metric == metric]
 
     def lines(self, task: str, metric: str) -> list[str]:
@@ -61,10 +63,10 @@ def describe(entry: MetricAgreement) -> str:
     return f"{entry.kind} (n {entry.n}): {figures}"
 
 
-def load(paths: Sequence[str | os.PathLike]) -> JudgeAgreement:
+def load(paths: Sequence[str | os.PathLike], families: Sequence[Family]) -> JudgeAgreement:
     """The figures of every file in ``paths`` (raises ``AgreementFileError`` naming a bad one)."""
-    agreement = JudgeAgreement()
+    agreement = JudgeAgreement(tuple(families))
     for path in paths:
-        agreement.entries += read_agreement(path)
+        agreement.entries += read_agreement(path, families)
         agreement.files.append(str(path))
     return agreement

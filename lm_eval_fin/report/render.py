@@ -250,7 +250,7 @@ def _environment(autoescape: bool, out: Path | None = None) -> jinja2.Environmen
 
 def _context(board: Leaderboard, title: str, links: Sequence[tuple[str, str, str]],
              agreement: JudgeAgreement | None) -> dict[str, Any]:
-    agreement = agreement or JudgeAgreement()
+    agreement = agreement or JudgeAgreement(board.catalog.families)
     return {
         "agreement": agreement,
         "agreement_notes": [note for task in dict.fromkeys(column.task for column in board.headlines.values())

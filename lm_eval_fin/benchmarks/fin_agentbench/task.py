@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lm_eval_fin import paths
-from lm_eval_fin.benchmarks.fin_agentbench import data, scales
+from lm_eval_fin.benchmarks.fin_agentbench import data, metrics
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import fit_chunks
 from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, read_ranking, score_ranking
 from lm_eval_fin.benchmarks.fin_agentbench.view import VIEW
@@ -26,20 +26,14 @@ from lm_eval_fin.harness.fitting import PromptFitter, prompt_fitter
 from lm_eval_fin.harness.preflight import UnscorableData
 from lm_eval_fin.harness.settings import RunSettings, Setting, SettingsError, one_of, optional, positive_int, text
 from lm_eval_fin.harness.stage import predict_only
-from lm_eval_fin.harness.task import (
-    degenerate_answer,
-    metric_values,
-    require_data_path,
-    scored_record,
-    total,
-)
+from lm_eval_fin.harness.task import degenerate_answer, metric_values, require_data_path, scored_record, total
 from lm_eval_fin.ranking import GAINS
 
 logger = logging.getLogger(__name__)
 
 # task -> challenge file kind
 TASKS = {"fin_agentbench_doc": "document", "fin_agentbench_chunk": "chunk"}
-CHUNK_TASK = "fin_agentbench_chunk"
+CHUNK_TASK = metrics.CHUNK_TASK
 DATA_HINT = f"{data.EXPECTED}. There is no hub copy; see the fin_agentbench task README for where the files are"
 
 
@@ -150,12 +144,9 @@ BENCHMARK = Benchmark(
     check_data=_check_data,
     score=read_rankings,
     prompt=lambda doc: doc["prompt"],
-    scales=scales.SCALES,
+    metrics=metrics.METRICS,
     view=VIEW,
-    headline={
-        "fin_agentbench_doc": ("ndcg@5", "map@5", "map_hits@5", "mrr@5", "parse_failure"),
-        "fin_agentbench_chunk": ("ndcg@10", "map@10", "map_hits@10", "mrr@10", "parse_failure"),
-    },
+    headline=metrics.HEADLINE,
     demo=Demo(
         metadata=lambda: {"data_path": str(paths.data_path("finagentbench_demo"))},
         notes={"fin_agentbench_chunk": "a 135M model seldom writes an index list for a 12-chunk prompt: its parse "

@@ -10,22 +10,7 @@ from typing import Any
 
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import parse_challenge_prompt
 from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, score_ranking
-from lm_eval_fin.report.blocks import (
-    HIT,
-    NOTE,
-    Baseline,
-    Block,
-    Cell,
-    Reference,
-    View,
-    answer_block,
-    facts_block,
-    json_field,
-    question_title,
-    show,
-    table_block,
-    text_block,
-)
+from lm_eval_fin.report import blocks as ui
 from lm_eval_fin.rerank.bm25 import bm25_stage
 from lm_eval_fin.runfiles import Sample, as_float, run_settings
 
@@ -33,19 +18,19 @@ RANDOM_SEED = 0
 
 
 def _labels(doc: Mapping[str, Any]) -> dict[int, str]:
-    return {int(k): str(v) for k, v in (json_field(doc, "labels", {}) or {}).items() if str(k).lstrip("-").isdigit()}
+    return {int(k): str(v) for k, v in (ui.json_field(doc, "labels", {}) or {}).items() if str(k).lstrip("-").isdigit()}
 
 
 def _grades(doc: Mapping[str, Any]) -> dict[int, Any]:
-    return {int(k): v for k, v in (json_field(doc, "qrel", {}) or {}).items() if str(k).lstrip("-").isdigit()}
+    return {int(k): v for k, v in (ui.json_field(doc, "qrel", {}) or {}).items() if str(k).lstrip("-").isdigit()}
 
 
-def question(sample: Sample) -> list[Block]:
-    return [text_block("Question", question_title(sample.doc, limit=1000)),
-            text_block("Prompt", str(sample.doc.get("prompt", "")))]
+def question(sample: Sample) -> list[ui.Block]:
+    return [ui.text_block("Question", ui.question_title(sample.doc, limit=1000)),
+            ui.text_block("Prompt", str(sample.doc.get("prompt", "")))]
 
 
-def answer(sample: Sample) -> list[Block]:
+def answer(sample: Sample) -> list[ui.Block]:
     """The ranking the task read from the answer (its record) against the graded order."""
     doc = sample.doc
     candidates = [c for c in doc.get("candidates") or [] if isinstance(c, int)]
@@ -53,7 +38,7 @@ def answer(sample: Sample) -> list[Block]:
     ranking = sample.record.get("ranking")
     ranking = [c for c in ranking if isinstance(c, int)] if isinstance(ranking, list) else None
     ideal = sorted(candidates, key=lambda c: -(as_float(grades.get(c)) or 0.0))
-    blocks = [facts_block("", [
+    blocks = [ui.facts_block("", [
         ("ranking read", "none: a parse failure (scores 0)" if ranking is None else ", ".join(map(str, ranking))),
         ("graded order", ", ".join(f"{c} (grade {grades.get(c, 0)})" for c in ideal)),
     ])]
@@ -63,14 +48,14 @@ def answer(sample: Sample) -> list[Block]:
         grade = as_float(grades.get(c)) or 0.0
         ranked = ranking is not None and c in ranking
         rows.append([
-            Cell(str(ranking.index(c) + 1) if ranked and ranking else "not ranked", "" if ranked else NOTE),
-            Cell(f"{c}: {labels[c]}" if c in labels else f"Index {c}"),
-            Cell(show(grades.get(c, 0)), HIT if grade >= 1 else ""),
-            Cell(str(ideal.index(c) + 1)),
+            ui.Cell(str(ranking.index(c) + 1) if ranked and ranking else "not ranked", "" if ranked else ui.NOTE),
+            ui.Cell(f"{c}: {labels[c]}" if c in labels else f"Index {c}"),
+            ui.Cell(ui.show(grades.get(c, 0)), ui.HIT if grade >= 1 else ""),
+            ui.Cell(str(ideal.index(c) + 1)),
         ])
-    blocks.append(table_block("The model's ranking against the graded candidates (green: relevant)",
+    blocks.append(ui.table_block("The model's ranking against the graded candidates (green: relevant)",
                               ["model rank", "candidate", "grade", "graded rank"], rows))
-    blocks.append(answer_block(sample))
+    blocks.append(ui.answer_block(sample))
     return blocks
 
 
@@ -98,7 +83,7 @@ def bm25_order(doc: dict[str, Any]) -> list[int] | None:
     return list(stage.order)
 
 
-def baselines(task: str, samples: Sequence[Sample]) -> list[Baseline]:
+def baselines(task: str, samples: Sequence[Sample]) -> list[ui.Baseline]:
     """Rankings made without a model, scored as the task scores a model's: the candidates in
     the order given (what an echo of the prompt scores), in a seeded random order, and in
     BM25 order where the candidates are texts (the chunk task)."""
@@ -120,7 +105,7 @@ def baselines(task: str, samples: Sequence[Sample]) -> list[Baseline]:
         "random order": f"the candidates shuffled, seed {RANDOM_SEED} per question",
         "BM25": "FinCARDS' stage 1: BM25 of each candidate's text against the question (lm_eval_fin.rerank)",
     }
-    return [Baseline(name, descriptions[name], values) for name, values in made.items() if values]
+    return [ui.Baseline(name, descriptions[name], values) for name, values in made.items() if values]
 
 
 def best_document_type(doc: Mapping[str, Any]) -> str | None:
@@ -142,19 +127,16 @@ _POOL = (
     f"stage 1 keeps clamp(ceil(L/2), 60, 150) of a filing's L chunks, after the public code); {_GAIN}"
 )
 REFERENCES = (
-    Reference(_FINCARDS, "BM25", "stage 1 only", _SPLIT, ("fin_agentbench_chunk",),
+    ui.Reference(_FINCARDS, "BM25", "stage 1 only", _SPLIT, ("fin_agentbench_chunk",),
               {"ndcg@10": 0.4426, "map_hits@10": 0.6001, "mrr@10": 0.6988}, _GAIN),
-    Reference(_FINCARDS, "GPT-5 mini", "zero-shot LLM reranking", _SPLIT, ("fin_agentbench_chunk",),
+    ui.Reference(_FINCARDS, "GPT-5 mini", "zero-shot LLM reranking", _SPLIT, ("fin_agentbench_chunk",),
               {"ndcg@10": 0.5580, "map_hits@10": 0.6650, "mrr@10": 0.7820}, _POOL),
-    Reference(_FINCARDS, "GPT-5 mini", "FinCARDS, stages 1+2+3", _SPLIT, ("fin_agentbench_chunk",),
+    ui.Reference(_FINCARDS, "GPT-5 mini", "FinCARDS, stages 1+2+3", _SPLIT, ("fin_agentbench_chunk",),
               {"ndcg@10": 0.7158, "map_hits@10": 0.7869, "mrr@10": 0.8917}, _POOL),
 )
 
-VIEW = View(
-    question=question,
-    answer=answer,
-    baselines=baselines,
-    references=REFERENCES,
+VIEW = ui.View(
+    question=question, answer=answer, baselines=baselines, references=REFERENCES,
     references_note=(
         "FinCARDS' MAP@10 divides by the relevant chunks found in the top 10 and is shown under map_hits@10, not "
         "map@10 (trec_eval's map_cut, over every relevant chunk); its nDCG gain is not stated (ours: exponential "

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lm_eval_fin import records, textsim
+from lm_eval_fin import textsim
 from lm_eval_fin.ems import prompts
 from lm_eval_fin.ems.pipeline import (
     DEFAULT_SUMMARY_REMOVAL,
@@ -49,8 +49,9 @@ def score_documents(
     summary_removal: str = DEFAULT_SUMMARY_REMOVAL,
     ragchecker: bool = True,
 ) -> tuple[list[dict[str, Any]], EmsRun]:
-    """Each document's details (whole-answer BERTScore F1, EMS) and the EMS run. ``judge``
-    None runs the offline EMS."""
+    """Each document's details (whole-answer BERTScore F1, EMS) and the EMS run (its
+    documents' judge work and failures are the judge stage's to record). ``judge`` None runs
+    the offline EMS."""
     model = textsim.resolve_bertscore_model(bertscore_model)
     bertscore = textsim.bertscore_f1(list(answers), list(references), model=model)
     run = run_ems(
@@ -58,8 +59,7 @@ def score_documents(
         extract_max_tokens=extract_max_tokens, summary_removal=summary_removal, ragchecker=ragchecker,
     )
     details = [
-        {"bertscore_f1": None if bertscore is None else bertscore[i], "ems": document_details(run, i),
-         records.JUDGE_USAGE: run.documents[i].judge_usage}
+        {"bertscore_f1": None if bertscore is None else bertscore[i], "ems": document_details(run, i)}
         for i in range(len(answers))
     ]
     return details, run

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lm_eval_fin import paths, textsim
-from lm_eval_fin.benchmarks.fin_ems import data, prompt, scales, score
+from lm_eval_fin.benchmarks.fin_ems import data, metrics, prompt, score
 from lm_eval_fin.benchmarks.fin_ems.view import VIEW
 from lm_eval_fin.ems.pipeline import DEFAULT_SUMMARY_REMOVAL
 from lm_eval_fin.ems.prompts import SUMMARY_REMOVAL_MODES
@@ -39,18 +39,12 @@ from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
 from lm_eval_fin.harness.fitting import prompt_fitter
 from lm_eval_fin.harness.settings import RunSettings, Setting, bertscore_setting, one_of, optional, positive_int, text
-from lm_eval_fin.harness.stage import JudgeUnavailable, record_judge_failures, run_with_judge
-from lm_eval_fin.harness.task import (
-    degenerate_answer,
-    metric_values,
-    require_data_path,
-    scored_record,
-    total,
-)
+from lm_eval_fin.harness.stage import Judged, JudgeWork, judge_stage
+from lm_eval_fin.harness.task import degenerate_answer, metric_values, require_data_path, scored_record, total
 
 logger = logging.getLogger(__name__)
 
-TASK = "fin_ems"
+TASK = metrics.TASK
 # the demo's answers are shorter than the task's budget: a few minutes on 2 cores
 DEMO_ANSWER_TOKENS = 384
 
@@ -120,26 +114,28 @@ def _options(settings: RunSettings) -> dict[str, Any]:
 
 
 def score_documents(answers: Sequence[str], docs: Sequence[dict], settings: RunSettings) -> list[dict]:
-    """The filter stage: BERTScore and EMS of every answer in one pass. Documents the judge
-    failed or could not read have no EMS (see :mod:`lm_eval_fin.ems.pipeline`); a judge that
-    cannot be set up, or fails half way, leaves every document without EMS (each counted as a
-    judge failure). Either way the failures are recorded for the exit status."""
+    """The filter stage: BERTScore and EMS of every answer in one pass, through the judge stage.
+    Documents the judge failed or could not read have no EMS (see :mod:`lm_eval_fin.ems.pipeline`);
+    a judge that cannot be set up, or fails half way, leaves every document without EMS (each
+    counted as a judge failure). No judge configured: the offline EMS."""
     references = [doc["reference"] for doc in docs]
-    try:
-        details, run = run_with_judge(
-            settings, lambda judge: score.score_documents(answers, references, judge, **_options(settings))
-        )
-    except JudgeUnavailable as exc:  # no EMS at all; what needs no judge is still measured
-        record_judge_failures(TASK, len(docs), 0, len(docs), str(exc))
-        model = textsim.resolve_bertscore_model(settings["bertscore_model"])
-        bertscore = textsim.bertscore_f1(list(answers), references, model=model)
-        details = score.unjudged_details(str(exc), bertscore or [None] * len(docs))
-    else:
-        if settings.judge is not None:
-            record_judge_failures(TASK, run.judge_failures, run.judge_parse_failures, len(docs), run.first_error())
-            logger.info("fin_ems: %d judge rounds; judge usage %s", len(run.rounds), run.judge_usage)
-    judge = score.judge_of(settings.judge)
     model = textsim.resolve_bertscore_model(settings["bertscore_model"])
+
+    def run(judge: Any, pairs: Sequence[tuple[str, str]]) -> list[Judged]:
+        details, ems = score.score_documents(
+            [a for a, _ in pairs], [r for _, r in pairs], judge, **_options(settings))
+        if judge is not None:
+            logger.info("fin_ems: %d judge rounds; judge usage %s", len(ems.rounds), ems.judge_usage)
+        return [Judged(detail, doc.judge_failed, doc.judge_unparsed, doc.judge_error, doc.judge_usage)
+                for detail, doc in zip(details, ems.documents)]
+
+    def unavailable(pairs: Sequence[tuple[str, str]], error: str) -> list[dict]:
+        # no EMS at all; what needs no judge is still measured
+        bertscore = textsim.bertscore_f1([a for a, _ in pairs], [r for _, r in pairs], model=model)
+        return score.unjudged_details(error, bertscore or [None] * len(pairs))
+
+    details = judge_stage(settings, list(zip(answers, references)), JudgeWork(run, unavailable))
+    judge = score.judge_of(settings.judge)
     cuts = textsim.bertscore_cut(list(answers), references, model)  # how much of each text BERTScore read
     return [dict(detail, judge=judge, bertscore_model=settings["bertscore_model"], bertscore_cut=cut)
             for detail, cut in zip(details, cuts)]
@@ -165,9 +161,9 @@ BENCHMARK = Benchmark(
     score=score_documents,
     prompt=prompt.render_prompt,
     view=VIEW,
-    judged=True,
-    scales=scales.SCALES,
-    headline={TASK: ("ems_llm_f1", "ems_offline_bertscore_f1", "ems_offline_rouge_f1", "rouge_l_f1", "bertscore_f1")},
+    metrics=metrics.METRICS,
+    headline=metrics.HEADLINE,
+    agreement=metrics.AGREEMENT,
     demo=Demo(
         metadata=lambda: {"data_path": str(paths.data_path("ems_demo")), "judge": "none",
                           "bertscore_model": "offline", "max_gen_toks": DEMO_ANSWER_TOKENS},

@@ -10,34 +10,20 @@ from typing import Any
 
 from lm_eval_fin.benchmarks.fin_ems import score
 from lm_eval_fin.ems.pipeline import run_ems
-from lm_eval_fin.report.blocks import (
-    HIT,
-    MISS,
-    NOTE,
-    Baseline,
-    Block,
-    Cell,
-    Reference,
-    View,
-    answer_block,
-    facts_block,
-    show,
-    table_block,
-    text_block,
-)
+from lm_eval_fin.report import blocks as ui
 from lm_eval_fin.runfiles import Sample, run_settings
 
 OFFLINE_BERTSCORE = "offline"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
 
 
-def question(sample: Sample) -> list[Block]:
+def question(sample: Sample) -> list[ui.Block]:
     doc = sample.doc
     return [
-        facts_block("", [("company", doc.get("company")), ("ticker", doc.get("ticker")),
+        ui.facts_block("", [("company", doc.get("company")), ("ticker", doc.get("ticker")),
                          ("call date", doc.get("call_date")), ("question id", doc.get("question_id"))]),
-        text_block("Question", str(doc.get("question", ""))),
-        text_block("Reference answer", str(doc.get("reference", ""))),
+        ui.text_block("Question", str(doc.get("question", ""))),
+        ui.text_block("Reference answer", str(doc.get("reference", ""))),
     ]
 
 
@@ -45,7 +31,7 @@ def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _alignment_rows(ems: dict[str, Any]) -> tuple[list[list[Cell]], list[str]]:
+def _alignment_rows(ems: dict[str, Any]) -> tuple[list[list[ui.Cell]], list[str]]:
     refs = [str(p) for p in ems.get("reference_points") or []]
     answer_points = [str(p) for p in ems.get("answer_points") or []]
     alignment = list(ems.get("alignment") or [])
@@ -54,46 +40,46 @@ def _alignment_rows(ems: dict[str, Any]) -> tuple[list[list[Cell]], list[str]]:
     for i, ref in enumerate(refs):
         j = alignment[i] if i < len(alignment) else -1
         matched = isinstance(j, int) and 0 <= j < len(answer_points)
-        row = [Cell(str(i + 1)), Cell(ref), Cell(f"A{j + 1}: {answer_points[j]}" if matched else "no match",
-                                                HIT if matched else MISS)]
+        row = [ui.Cell(str(i + 1)), ui.Cell(ref), ui.Cell(f"A{j + 1}: {answer_points[j]}" if matched else "no match",
+                                                ui.HIT if matched else ui.MISS)]
         for per_point in scores.values():
             value = per_point[i] if isinstance(per_point, list) and i < len(per_point) else None
-            row.append(Cell(show(value)))
+            row.append(ui.Cell(ui.show(value)))
         rows.append(row)
     return rows, list(scores)
 
 
-def answer(sample: Sample) -> list[Block]:
+def answer(sample: Sample) -> list[ui.Block]:
     """The EMS the filter stage logged for this answer (:func:`score.document_details`)."""
     ems = sample.record.get("ems")
-    blocks: list[Block] = []
+    blocks: list[ui.Block] = []
     if not isinstance(ems, dict):
-        blocks.append(text_block("EMS", "No EMS in this answer's record (a --predict_only run: score it with "
-                                 "`lm-eval-fin score`).", NOTE))
-        return [*blocks, answer_block(sample)]
+        blocks.append(ui.text_block("EMS", "No EMS in this answer's record (a --predict_only run: score it with "
+                                 "`lm-eval-fin score`).", ui.NOTE))
+        return [*blocks, ui.answer_block(sample)]
     judge = _mapping(sample.record.get("judge"))
-    blocks.append(facts_block("", [
+    blocks.append(ui.facts_block("", [
         ("method", "the judge extracts and matches" if ems.get("method") == "llm" else "offline extractor and matcher"),
         ("judge", judge.get("spec") or "none"),
         ("whole-answer BERTScore F1", sample.record.get("bertscore_f1")),
     ]))
     if ems.get("judge_error"):
-        blocks.append(text_block("Judge failed: no EMS for this answer", str(ems["judge_error"]), MISS))
+        blocks.append(ui.text_block("Judge failed: no EMS for this answer", str(ems["judge_error"]), ui.MISS))
     per_scorer = _mapping(ems.get("ems"))
     if per_scorer:
-        blocks.append(table_block("EMS per scorer", ["scorer", "precision", "recall", "F1"],
-                                  [[s, *(show(v) for v in (t or [None] * 3))] for s, t in per_scorer.items()]))
+        blocks.append(ui.table_block("EMS per scorer", ["scorer", "precision", "recall", "F1"],
+                                  [[s, *(ui.show(v) for v in (t or [None] * 3))] for s, t in per_scorer.items()]))
     rows, scorers = _alignment_rows(ems)
     refs = ems.get("reference_points") or []
-    blocks.append(table_block(
+    blocks.append(ui.table_block(
         f"Reference points ({len(refs)}) and the answer point each was matched to",
         ["#", "reference point", "matched answer point", *(f"s ({s})" for s in scorers)], rows,
     ))
     used = {j for j in ems.get("alignment") or [] if isinstance(j, int) and j >= 0}
     answer_points = [str(p) for p in ems.get("answer_points") or []]
-    blocks.append(table_block(
+    blocks.append(ui.table_block(
         f"Answer points ({len(answer_points)})", ["#", "answer point", "matched"],
-        [[Cell(f"A{j + 1}"), Cell(p), Cell("yes", HIT) if j in used else Cell("unmatched", MISS)]
+        [[ui.Cell(f"A{j + 1}"), ui.Cell(p), ui.Cell("yes", ui.HIT) if j in used else ui.Cell("unmatched", ui.MISS)]
          for j, p in enumerate(answer_points)],
     ))
     verdicts = _mapping(ems.get("verdicts"))
@@ -101,14 +87,15 @@ def answer(sample: Sample) -> list[Block]:
         found = verdicts.get(side)
         if isinstance(found, list) and found:
             premise = "the reference" if side == "answer" else "the answer"
-            blocks.append(table_block(
+            blocks.append(ui.table_block(
                 f"Claim checks: the {side}'s points against {premise} (RAGChecker-style)", ["point", "verdict"],
-                [[Cell(p), Cell(str(v), HIT if v == "entailment" else MISS)] for p, v in zip(points, found)],
+                [[ui.Cell(p), ui.Cell(str(v), ui.HIT if v == "entailment" else ui.MISS)]
+                 for p, v in zip(points, found)],
             ))
     failures = ems.get("parse_failures")
     if isinstance(failures, dict) and any(failures.values()):
-        blocks.append(facts_block("Judge answers unreadable after the re-asks, per stage", sorted(failures.items())))
-    return [*blocks, answer_block(sample)]
+        blocks.append(ui.facts_block("Judge answers unreadable after the re-asks, per stage", sorted(failures.items())))
+    return [*blocks, ui.answer_block(sample)]
 
 
 # ------------------------------------------------------------------------------ baselines
@@ -144,7 +131,7 @@ def _score(answers: list[str], references: list[str], bertscore_model: str | Non
     return scored
 
 
-def baselines(task: str, samples: Sequence[Sample]) -> list[Baseline]:
+def baselines(task: str, samples: Sequence[Sample]) -> list[ui.Baseline]:
     """Answers made without a model, scored offline as the task scores a model's: the question
     echoed (what a model that repeats its prompt earns) and the reference's first sentence (one
     point of the answer, said right)."""
@@ -162,7 +149,7 @@ def baselines(task: str, samples: Sequence[Sample]) -> list[Baseline]:
     found = []
     for name, (answers, description) in made.items():
         values = _score(answers, references, model)
-        found.append(Baseline(name, f"{description}, offline EMS{without}",
+        found.append(ui.Baseline(name, f"{description}, offline EMS{without}",
                               {s.key: v for s, v in zip(samples, values)}))
     return found
 
@@ -183,16 +170,13 @@ _TABLE_1 = {
     "Llama 3.2 90B Vision Instruct": (.03, .22, .19, .20, .85, .17, .13, .15, .65, .47, .54, .47, .36, .40),
 }
 REFERENCES = tuple(
-    Reference(_PAPER, model, "answers from the whole transcript", _SPLIT, ("fin_ems",), dict(zip(_COLUMNS, values)),
+    ui.Reference(_PAPER, model, "answers from the whole transcript", _SPLIT, ("fin_ems",), dict(zip(_COLUMNS, values)),
               _NOTE)
     for model, values in _TABLE_1.items()
 )
 
-VIEW = View(
-    question=question,
-    answer=answer,
-    baselines=baselines,
-    references=REFERENCES,
+VIEW = ui.View(
+    question=question, answer=answer, baselines=baselines, references=REFERENCES,
     references_note=(
         "RAGChecker P/R/F1 are not shown: ours checks the EMS points as claims with our prompt, the paper ran "
         "RAGChecker's own extractor and checker. ems_offline_* (no judge) has no counterpart in the paper."

@@ -24,8 +24,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import paths, records, textsim
-from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, refine, scales, score
+from lm_eval_fin import paths, textsim
+from lm_eval_fin.benchmarks.fin_lfqa import data, judge, metrics, prompt, refine, score
 from lm_eval_fin.benchmarks.fin_lfqa.view import VIEW
 from lm_eval_fin.harness import multistep, replay, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
@@ -41,7 +41,7 @@ from lm_eval_fin.harness.settings import (
     positive_int,
     text,
 )
-from lm_eval_fin.harness.stage import JudgeUnavailable, predict_only, record_judge_failures, run_with_judge
+from lm_eval_fin.harness.stage import Judged, JudgeWork, judge_stage, predict_only
 from lm_eval_fin.harness.task import degenerate_answer, metric_values, scored_record, total
 
 logger = logging.getLogger(__name__)
@@ -179,12 +179,7 @@ def doc_to_target(doc: dict) -> str:
     return prompt.render_answer(data.reference_clauses(doc))
 
 
-def _code_failure_metrics() -> tuple[str, ...]:
-    """The ``code_<category>`` metrics the YAML lists (the one place that names them)."""
-    return tuple(m for m in taskfiles.metric_names("fin_lfqa") if m.startswith("code_") and m not in CODE_OTHERS)
-
-
-CODE_OTHERS = ("code_exec_rate", "code_per_answer")
+CODE_FAILURES = tuple(metric.name for metric in metrics.CODE_FAILURES)
 
 
 def _judge_max_tokens(settings: RunSettings) -> int:
@@ -215,32 +210,19 @@ def score_answers_batch(answers: Sequence[str], docs: Sequence[dict], settings: 
 
 def judge_documents(datas: Sequence[dict], settings: RunSettings) -> list[dict]:
     """The judge's part of every document's record (no judge configured: each says so) and,
-    where it was asked, the judge work the document cost (``records.JUDGE_USAGE``)."""
+    where it was asked, the judge work the document cost (the judge stage's)."""
     max_tokens = _judge_max_tokens(settings)
-    try:
-        answers = run_with_judge(
-            settings,
-            lambda j: None if j is None else judge.judge_answers(datas, j, max_tokens, settings["max_attempts"]),
-        )
-    except JudgeUnavailable as exc:
-        record_judge_failures(settings.task, len(datas), 0, len(datas), str(exc))
-        return [{"judge": judge.judge_details(None, settings.judge, str(exc))} for _ in datas]
-    if answers is None:
-        logger.warning(
-            "%s: no judge configured ($LM_EVAL_FIN_JUDGE or --metadata '{\"judge\": ...}'); the judge's "
-            "metrics are undefined and judge_skipped is 1. Score later with `lm-eval-fin score <output dir> --judge "
-            "<spec>`.", settings.task,
-        )
-        return [{"judge": judge.judge_details(None, None)} for _ in datas]
-    record_judge_failures(
-        settings.task,
-        sum(a.failed for a in answers),
-        sum(a.unparsed for a in answers),
-        len(answers),
-        next((a.error for a in answers if a.failed), None),
-    )
-    return [{"judge": judge.judge_details(answer, settings.judge), records.JUDGE_USAGE: answer.usage.as_dict()}
-            for answer in answers]
+
+    def run(judge_: Any, items: Sequence[dict]) -> list[Judged]:
+        answers = judge.judge_answers(items, judge_, max_tokens, settings["max_attempts"])
+        return [Judged({"judge": judge.judge_details(answer, settings.judge)}, answer.failed, answer.unparsed,
+                       answer.error, answer.usage.as_dict()) for answer in answers]
+
+    return judge_stage(settings, datas, JudgeWork(
+        run,
+        unavailable=lambda items, error: [{"judge": judge.judge_details(None, settings.judge, error)} for _ in items],
+        unjudged=lambda items: [{"judge": judge.judge_details(None, None)} for _ in items],
+    ))
 
 
 def process_results(doc: dict, results: Sequence[str]) -> dict[str, float]:
@@ -250,7 +232,7 @@ def process_results(doc: dict, results: Sequence[str]) -> dict[str, float]:
     scores, _ = score.score_document(doc, record["answer"])
     values: dict[str, Any] = {
         **scores,
-        **score.code_values(record.get("code"), _code_failure_metrics()),
+        **score.code_values(record.get("code"), CODE_FAILURES),
         "bertscore_f1": record.get("bertscore_f1"),
         **judge.judge_values(record.get("judge")),
         "index_base": float(doc["index_base"]),
@@ -274,11 +256,10 @@ BENCHMARK = Benchmark(
     view=VIEW,
     keep=keep_traces,
     prompt=lambda doc: prompt.first_prompt(doc, doc.get("protocol") or ""),
-    judged=True,
-    scales=scales.SCALES,
+    metrics=metrics.METRICS,
+    headline={task: metrics.HEADLINE for task in TASKS},
+    agreement=metrics.AGREEMENT,
     hub_dataset=data.HUB_DATASET,
-    headline={task: ("judge_score", "numeric_f1", "evidence_f1", "code_exec_rate", "knowledge_recall", "rouge_l")
-              for task in TASKS},
     demo=Demo(
         metadata=lambda: {"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), "judge": "none",
                           "bertscore_model": "offline", "max_gen_toks": DEMO_ANSWER_TOKENS},

@@ -10,21 +10,7 @@ from typing import Any
 
 from lm_eval_fin import attribution, numbers
 from lm_eval_fin.benchmarks.fin_lfqa.score import score_document
-from lm_eval_fin.report.blocks import (
-    HIT,
-    MISS,
-    NOTE,
-    Baseline,
-    Block,
-    Cell,
-    Reference,
-    View,
-    answer_block,
-    facts_block,
-    json_field,
-    table_block,
-    text_block,
-)
+from lm_eval_fin.report import blocks as ui
 from lm_eval_fin.runfiles import Sample
 
 _REPORT_HEADER = re.compile(r"^=== (?P<company>.+?): .*===\s*$")
@@ -52,16 +38,16 @@ def indexed_entries(text: str) -> dict[tuple[str, int], str]:
 
 
 def reference_clauses(doc: dict[str, Any]) -> list[dict]:
-    clauses = json_field(doc, "reference_clauses", [])
+    clauses = ui.json_field(doc, "reference_clauses", [])
     return [c for c in clauses if isinstance(c, dict)] if isinstance(clauses, list) else []
 
 
-def question(sample: Sample) -> list[Block]:
+def question(sample: Sample) -> list[ui.Block]:
     doc = sample.doc
     clauses = reference_clauses(doc)
-    blocks = [text_block("Question", str(doc.get("question", "")))]
+    blocks = [ui.text_block("Question", str(doc.get("question", "")))]
     if clauses:
-        blocks.append(table_block(
+        blocks.append(ui.table_block(
             "Reference clauses", ["#", "clause", "evidence", "code", "knowledge"],
             [[str(n), str(c.get("text", "")),
               ", ".join(f"{e[0]} [{e[1]}]" for e in c.get("evidence") or [] if isinstance(e, list) and len(e) == 2),
@@ -69,21 +55,21 @@ def question(sample: Sample) -> list[Block]:
               ", ".join(str(k) for k in c.get("knowledge") or []) or "none"]
              for n, c in enumerate(clauses, start=1)],
         ))
-    blocks.append(text_block("Report excerpts", str(doc.get("reports", ""))))
-    blocks.append(text_block("Professional knowledge", str(doc.get("knowledge", ""))))
+    blocks.append(ui.text_block("Report excerpts", str(doc.get("reports", ""))))
+    blocks.append(ui.text_block("Professional knowledge", str(doc.get("knowledge", ""))))
     return blocks
 
 
-def _outcome(outcome: Any) -> Cell:
+def _outcome(outcome: Any) -> ui.Cell:
     """A snippet's sandbox outcome as the filter stage logged it."""
     if not isinstance(outcome, dict):
-        return Cell("not run (the sandbox could not start, or the record holds no outcome)", NOTE)
+        return ui.Cell("not run (the sandbox could not start, or the record holds no outcome)", ui.NOTE)
     if outcome.get("ok"):
-        return Cell(f"returned {outcome.get('value')}", HIT)
-    return Cell(f"failed ({outcome.get('category') or 'exception'}): {outcome.get('error')}", MISS)
+        return ui.Cell(f"returned {outcome.get('value')}", ui.HIT)
+    return ui.Cell(f"failed ({outcome.get('category') or 'exception'}): {outcome.get('error')}", ui.MISS)
 
 
-def _clause_rows(parsed: attribution.ParsedAnswer, doc: dict, outcomes: list) -> list[list[Cell]]:
+def _clause_rows(parsed: attribution.ParsedAnswer, doc: dict, outcomes: list) -> list[list[ui.Cell]]:
     reference = reference_clauses(doc)
     gold_evidence = {(str(e[0]).upper(), int(e[1])) for c in reference for e in c.get("evidence") or []
                      if isinstance(e, list) and len(e) == 2 and isinstance(e[1], int)}
@@ -93,69 +79,73 @@ def _clause_rows(parsed: attribution.ParsedAnswer, doc: dict, outcomes: list) ->
     rows = []
     snippet = 0
     for number, clause in enumerate(parsed.clauses, start=1):
-        rows.append([Cell(str(number)), Cell(clause.text)])
+        rows.append([ui.Cell(str(number)), ui.Cell(clause.text)])
         for company, index in clause.evidence:
             key = (str(company).upper(), int(index))
-            rows.append([Cell(""), Cell(f"evidence {company} [{index}]: {paragraphs.get(key, '(no such paragraph)')}",
-                                        HIT if key in gold_evidence else MISS)])
+            paragraph = paragraphs.get(key, "(no such paragraph)")
+            rows.append([ui.Cell(""), ui.Cell(f"evidence {company} [{index}]: {paragraph}",
+                                              ui.HIT if key in gold_evidence else ui.MISS)])
         for code in clause.code:
-            rows.append([Cell(""), Cell(f"code:\n{code}", "code")])
-            rows.append([Cell(""), _outcome(outcomes[snippet] if snippet < len(outcomes) else None)])
+            rows.append([ui.Cell(""), ui.Cell(f"code:\n{code}", "code")])
+            rows.append([ui.Cell(""), _outcome(outcomes[snippet] if snippet < len(outcomes) else None)])
             snippet += 1
         for index in clause.knowledge:
-            rows.append([Cell(""), Cell(f"knowledge [{index}]: {knowledge.get(('', index), '(no such entry)')}",
-                                        HIT if index in gold_knowledge else MISS)])
+            rows.append([ui.Cell(""), ui.Cell(f"knowledge [{index}]: {knowledge.get(('', index), '(no such entry)')}",
+                                        ui.HIT if index in gold_knowledge else ui.MISS)])
     return rows
 
 
-def _number_rows(parsed: attribution.ParsedAnswer, doc: dict) -> list[list[Cell]]:
+def _number_rows(parsed: attribution.ParsedAnswer, doc: dict) -> list[list[ui.Cell]]:
     reference_text = "\n".join(str(c.get("text", "")) for c in reference_clauses(doc))
     predicted = list(dict.fromkeys(numbers.extract_numbers(parsed.text)))
     expected = list(dict.fromkeys(numbers.extract_numbers(reference_text)))
-    rows = [[Cell(f"{v:g}"), Cell("answer"), Cell("matched", HIT) if hit else Cell("not in the reference", MISS)]
+    rows = [[ui.Cell(f"{v:g}"), ui.Cell("answer"),
+             ui.Cell("matched", ui.HIT) if hit else ui.Cell("not in the reference", ui.MISS)]
             for v, hit in zip(predicted, numbers.matched(predicted, expected))]
-    rows += [[Cell(f"{v:g}"), Cell("reference"), Cell("recalled", HIT) if hit else Cell("missed", MISS)]
+    rows += [[ui.Cell(f"{v:g}"), ui.Cell("reference"),
+              ui.Cell("recalled", ui.HIT) if hit else ui.Cell("missed", ui.MISS)]
              for v, hit in zip(expected, numbers.matched(expected, predicted))]
     return rows
 
 
-def answer(sample: Sample) -> list[Block]:
+def answer(sample: Sample) -> list[ui.Block]:
     doc, record = sample.doc, sample.record
     parsed = attribution.parse_answer(sample.answer, doc.get("companies") or [])
     code = record.get("code")
     outcomes = code if isinstance(code, list) else []
     blocks = []
     if parsed.parse_failure:
-        blocks.append(text_block("Clauses", "No attributed clause could be read from this answer (a parse failure).",
-                                 MISS))
+        blocks.append(ui.text_block("Clauses", "No attributed clause could be read from this answer (a parse failure).",
+                                 ui.MISS))
     rows = _clause_rows(parsed, doc, outcomes)
     if rows:
-        blocks.append(table_block(
+        blocks.append(ui.table_block(
             "Clauses with their evidence, code (and its outcome in the sandbox) and knowledge (green: also in the "
             "reference)", ["#", "clause"], rows,
         ))
     number_rows = _number_rows(parsed, doc)
     if number_rows:
-        blocks.append(table_block("Numbers (matched within 1%, up to scale)", ["value", "in", "outcome"], number_rows))
+        blocks.append(ui.table_block("Numbers (matched within 1%, up to scale)", ["value", "in", "outcome"],
+                                     number_rows))
     judge = record.get("judge") if isinstance(record.get("judge"), dict) else None
     if judge and judge.get("spec"):
         scores = judge.get("scores") if isinstance(judge.get("scores"), dict) else {}
-        blocks.append(facts_block("Judge", [
+        blocks.append(ui.facts_block("Judge", [
             ("judge", judge.get("spec")), ("prompt version", judge.get("prompt_version")),
             *((name.replace("_", " "), scores.get(name)) for name in
               ("accuracy", "numerical_correctness", "evidence_entailment")),
             ("error", judge.get("error")),
         ]))
         if judge.get("reply"):
-            blocks.append(text_block("Judge reply", str(judge["reply"])))
+            blocks.append(ui.text_block("Judge reply", str(judge["reply"])))
     trace = record.get("trace") if isinstance(record.get("trace"), dict) else None
     if trace and trace.get("steps"):
-        steps = [[Cell(str(step.get("step", ""))),
-                  Cell("\n\n".join([*map(str, step.get("executions") or []), str(step.get("reply", ""))]))]
+        steps = [[ui.Cell(str(step.get("step", ""))),
+                  ui.Cell("\n\n".join([*map(str, step.get("executions") or []), str(step.get("reply", ""))]))]
                  for step in trace["steps"] if isinstance(step, dict)]
-        blocks.append(table_block(f"Steps ({trace.get('setting', '')}, {trace.get('rounds', 0)} feedback rounds, "
+        blocks.append(ui.table_block(f"Steps ({trace.get('setting', '')}, {trace.get('rounds', 0)} feedback rounds, "
                                   f"done: {trace.get('done')})", ["step", "reply"], steps))
-    blocks.append(answer_block(sample))
+    blocks.append(ui.answer_block(sample))
     return blocks
 
 
@@ -167,7 +157,7 @@ def uncited(doc: dict[str, Any]) -> str:
     return f"1. {doc.get('question', '')}\nEvidence: none\nCode: none\nKnowledge: []"
 
 
-def baselines(task: str, samples: Sequence[Sample]) -> list[Baseline]:
+def baselines(task: str, samples: Sequence[Sample]) -> list[ui.Baseline]:
     """An answer citing nothing (the question restated, no evidence, code or knowledge),
     scored by the task's own per-answer scores (the judge and BERTScore need models: left out)."""
     values = {}
@@ -178,7 +168,7 @@ def baselines(task: str, samples: Sequence[Sample]) -> list[Baseline]:
         values[sample.key] = {name: float(v) for name, v in scores.items() if isinstance(v, (int, float))}
     if not values:
         return []
-    return [Baseline("citing nothing", "the question restated as one clause, no evidence, code or knowledge "
+    return [ui.Baseline("citing nothing", "the question restated as one clause, no evidence, code or knowledge "
                      "(no judge, no BERTScore)", values)]
 
 
@@ -215,17 +205,14 @@ def _scaled(values: tuple[float, ...]) -> dict[str, float]:
 
 
 REFERENCES = tuple(
-    Reference(_PAPER, model, f"{_SETTINGS[task]}, zero-shot, temperature 1.0, judge GPT-4o", _SPLIT, (task,),
+    ui.Reference(_PAPER, model, f"{_SETTINGS[task]}, zero-shot, temperature 1.0, judge GPT-4o", _SPLIT, (task,),
               _scaled(values), "BERTScore and ROUGE configurations are not named in the paper; its code execution "
               "rate counts snippets, ours is the per-answer mean")
     for task, rows in _TABLE_2.items() for model, values in rows.items()
 )
 
-VIEW = View(
-    question=question,
-    answer=answer,
-    baselines=baselines,
-    references=REFERENCES,
+VIEW = ui.View(
+    question=question, answer=answer, baselines=baselines, references=REFERENCES,
     references_note=(
         "Table 2's models GPT-4o, Llama-3.3-70B, Llama-3.2-3B and -1B are shown (the others are in the paper). Two "
         "columns are computed otherwise than the paper's: code_exec_rate is each answer's share of snippets that ran, "

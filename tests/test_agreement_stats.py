@@ -12,10 +12,10 @@ from scipy import stats as scipy_stats
 from sklearn.metrics import cohen_kappa_score
 
 from lm_eval_fin.agreement import stats
-from lm_eval_fin.agreement.criteria import Scale
+from lm_eval_fin.agreement.criteria import RatingScale
 
-FIVE = Scale(1, 5, ordinal=True)
-CONTINUOUS = Scale(-100, 100)
+FIVE = RatingScale(1, 5, ordinal=True)
+CONTINUOUS = RatingScale(-100, 100)
 
 
 def bivariate(n, rho, seed):
@@ -42,10 +42,10 @@ def test_point_values_are_scipy_and_sklearn_values():
 def test_weighted_kappa_by_hand():
     # 1 vs 2 and 2 vs 1 on a 1..3 scale: observed cost (1 + 1) / 2 = 1 per weight unit; expected
     # over independent pairs of marginals {1: .5, 2: .5} x {1: .5, 2: .5}: (0 + 1 + 1 + 0) / 4 = .5
-    assert stats.kappa(np.array([1, 2]), np.array([2, 1]), Scale(1, 3, ordinal=True)) == pytest.approx(1 - 1 / 0.5)
+    assert stats.kappa(np.array([1, 2]), np.array([2, 1]), RatingScale(1, 3, ordinal=True)) == pytest.approx(1 - 1 / 0.5)
     # a 1-vs-3 miss costs four times a 1-vs-2 miss: only the scale's categories decide the weights
-    near = stats.kappa(np.array([1, 2, 3, 1]), np.array([1, 2, 3, 2]), Scale(1, 3, ordinal=True))
-    far = stats.kappa(np.array([1, 2, 3, 1]), np.array([1, 2, 3, 3]), Scale(1, 3, ordinal=True))
+    near = stats.kappa(np.array([1, 2, 3, 1]), np.array([1, 2, 3, 2]), RatingScale(1, 3, ordinal=True))
+    far = stats.kappa(np.array([1, 2, 3, 1]), np.array([1, 2, 3, 3]), RatingScale(1, 3, ordinal=True))
     assert near > far
 
 
@@ -81,7 +81,7 @@ def test_count_tables_give_scipys_and_sklearns_values(pairs, clusters):
             assert _same(f.kappa.value, cohen_kappa_score(x, y, labels=[1, 2, 3, 4, 5], weights="quadratic"))
             assert f.exact.value == pytest.approx(np.mean(x == y)) and f.bias.value == pytest.approx(np.mean(y - x))
     first, second = np.sign(x - 3), np.sign(y - 3)  # preferences: -1, 0, 1, unweighted kappa
-    preference = stats.compare(first, second, Scale(-1, 1, categorical=True), resamples=5)
+    preference = stats.compare(first, second, RatingScale(-1, 1, categorical=True), resamples=5)
     assert _same(preference.kappa.value, cohen_kappa_score(first, second, labels=[-1, 0, 1]))
 
 

@@ -6,8 +6,7 @@ import dataclasses
 
 import pytest
 
-from lm_eval_fin.agreement.criteria import Criterion, families_of
-from lm_eval_fin.agreement.criteria import Scale as Rating
+from lm_eval_fin.agreement.criteria import Criterion, RatingScale, families_of
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
@@ -70,8 +69,8 @@ def test_a_yaml_that_says_otherwise_is_caught():
 
 
 def test_a_judged_metrics_criteria_make_the_agreement_family():
-    rating = Criterion("rating", "", Rating(0, 1), None, "a person's rating", people=True, judges=False)
-    same = Criterion("score", "", Rating(0, 1), None, "the judge's score", people=False)
+    rating = Criterion("rating", "", RatingScale(0, 1), None, "a person's rating", people=True, judges=False)
+    same = Criterion("score", "", RatingScale(0, 1), None, "the judge's score", people=False)
     judged = JudgedMetric("judge_score", True, share("x"), criteria=(rating, same))
     assert judged.scale.judged and [c.metric for c in judged.criteria] == ["judge_score", "judge_score"]
     family = agreement_family("toy", (Metric("other", True, share("x")), judged), main="rating",

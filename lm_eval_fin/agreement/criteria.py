@@ -17,7 +17,7 @@ from lm_eval_fin.owners import owner_of
 
 
 @dataclass(frozen=True)
-class Scale:
+class RatingScale:
     """What the values of a criterion are. ``ordinal``: integer categories ``low..high`` (kappa
     and exact agreement are defined); ``categorical``: unordered categories (unweighted kappa)."""
 
@@ -40,7 +40,7 @@ class Scale:
 
 
 POINTS = "points"  # a label of one rating per reference point of the answer (Family.points)
-PREFERENCE_SCALE = Scale(-1, 1, categorical=True)  # second preferred, tie, first preferred
+PREFERENCE_SCALE = RatingScale(-1, 1, categorical=True)  # second preferred, tie, first preferred
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,8 @@ class Criterion:
 
     name: str
     metric: str
-    scale: Scale
-    label_scale: Scale | None
+    scale: RatingScale
+    label_scale: RatingScale | None
     description: str
     judge_factor: float = 1.0
     asked: bool = True
@@ -122,5 +122,5 @@ def label_names(families: Iterable[Family]) -> list[str]:
     return list(dict.fromkeys(name for family in families for name in family.label_names))
 
 
-def points_scale(max_score: int) -> Scale:
-    return Scale(0, max_score, ordinal=True)
+def points_scale(max_score: int) -> RatingScale:
+    return RatingScale(0, max_score, ordinal=True)

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lm_eval_fin.agreement.criteria import Criterion, Family, Scale, family_of, points_scale
+from lm_eval_fin.agreement.criteria import Criterion, Family, RatingScale, family_of, points_scale
 from lm_eval_fin.agreement.labels import AnswerRef, Label, LabelError, Preference, answer_hash
 from lm_eval_fin.runfiles import Unreadable, read_results_dirs
 
@@ -266,7 +266,7 @@ def match_labels(labels: Sequence[Label], preferences: Sequence[Preference], col
     return people
 
 
-def points_criterion_scale(keys: Iterable[Key], answers: dict[Key, JudgedAnswer]) -> Scale | None:
+def points_criterion_scale(keys: Iterable[Key], answers: dict[Key, JudgedAnswer]) -> RatingScale | None:
     """The 0..max_score scale of point ratings of these answers; None when their runs differ."""
     tops = {answers[k].max_score() for k in keys}
     top = tops.pop() if len(tops) == 1 else None

@@ -39,7 +39,7 @@ import numpy as np
 from scipy import sparse, stats
 from sklearn.metrics import cohen_kappa_score
 
-from lm_eval_fin.agreement.criteria import Scale
+from lm_eval_fin.agreement.criteria import RatingScale
 from lm_eval_fin.agreement.figures import Estimate
 from lm_eval_fin.agreement.resampling import CONFIDENCE, RESAMPLES
 from lm_eval_fin.agreement.tables import TABLE_CELLS, resampled_statistics, table_statistics
@@ -108,7 +108,7 @@ def kendall(x: np.ndarray, y: np.ndarray) -> float | None:
     return _quiet(lambda a, b: stats.kendalltau(a, b).statistic)(x, y)
 
 
-def kappa(x: np.ndarray, y: np.ndarray, scale: Scale) -> float | None:
+def kappa(x: np.ndarray, y: np.ndarray, scale: RatingScale) -> float | None:
     """Cohen's kappa of two raters on a discrete scale: quadratic weights over every category of
     an ordinal scale (sklearn weighs by the position in ``labels``, so all are passed), none on
     a categorical one. None where it is not defined (both raters used a single category)."""
@@ -172,7 +172,7 @@ class _Gaps:
         return found
 
 
-def check_values(values: np.ndarray, scale: Scale, who: str) -> None:
+def check_values(values: np.ndarray, scale: RatingScale, who: str) -> None:
     if not np.all(np.isfinite(values)):
         raise ValueError(f"{who} has values that are not finite numbers")
     if np.any(values < scale.low) or np.any(values > scale.high):
@@ -216,12 +216,12 @@ _NAMES = {"bias": "bias", "exact": "exact", "kappa": "kappa", "pearson": "Pearso
           "kendall": "Kendall"}
 
 
-def _wanted(n: int, scale: Scale) -> list[str]:
+def _wanted(n: int, scale: RatingScale) -> list[str]:
     return ["bias", *(["exact", "kappa"] if scale.discrete else []),
             *(["pearson", "spearman", "kendall"] if n >= MIN_UNITS else [])]
 
 
-def compare_table(tables: sparse.csr_matrix | None, counts: np.ndarray, xs: np.ndarray, ys: np.ndarray, scale: Scale,
+def compare_table(tables: sparse.csr_matrix | None, counts: np.ndarray, xs: np.ndarray, ys: np.ndarray, scale: RatingScale,
                   *, resamples: int = RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE,
                   p_values: dict[str, float | None] | None = None) -> Figures:
     """The figures of units summed up as a table of counts (see above): ``counts`` the whole
@@ -260,7 +260,7 @@ def unit_table(x: np.ndarray, y: np.ndarray, clusters: Sequence[int] | None
     return xs, ys, counts, tables
 
 
-def compare(reference: Sequence[float], judged: Sequence[float], scale: Scale, *,
+def compare(reference: Sequence[float], judged: Sequence[float], scale: RatingScale, *,
             clusters: Sequence[int] | None = None, resamples: int = RESAMPLES, seed: int = 0,
             confidence: float = CONFIDENCE) -> Figures:
     """The agreement of ``judged`` with ``reference`` (paired, one value each per unit, on
@@ -287,7 +287,7 @@ def compare(reference: Sequence[float], judged: Sequence[float], scale: Scale, *
     return _compare_units(x, y, scale, clusters, resamples, seed, confidence, p_values)
 
 
-def _compare_units(x: np.ndarray, y: np.ndarray, scale: Scale, clusters: Sequence[int] | None, resamples: int,
+def _compare_units(x: np.ndarray, y: np.ndarray, scale: RatingScale, clusters: Sequence[int] | None, resamples: int,
                    seed: int, confidence: float, p_values: dict[str, float | None]) -> Figures:
     """:func:`compare` one resample at a time (values too varied for a table)."""
     n = len(x)
@@ -439,7 +439,7 @@ class Stability:
         }
 
 
-def stability(repeats: Sequence[Sequence[float | None]], scale: Scale, *, resamples: int = RESAMPLES,
+def stability(repeats: Sequence[Sequence[float | None]], scale: RatingScale, *, resamples: int = RESAMPLES,
               seed: int = 0, confidence: float = CONFIDENCE) -> Stability:
     """Agreement of a judge with itself: ``repeats[k][i]`` is run k's value for unit i (None: run
     k left it unjudged; those units are left out and counted)."""
@@ -474,7 +474,7 @@ def stability(repeats: Sequence[Sequence[float | None]], scale: Scale, *, resamp
 # ------------------------------------------------------------------------ pooled raters
 
 
-def compare_pairs(groups: Sequence[Sequence[float]], clusters: Sequence[int], scale: Scale, *,
+def compare_pairs(groups: Sequence[Sequence[float]], clusters: Sequence[int], scale: RatingScale, *,
                   resamples: int = RESAMPLES, seed: int = 0, confidence: float = CONFIDENCE) -> Figures:
     """How well raters agree with each other, pooled over raters: every pair of two ratings of
     one unit (``groups[i]``: the ratings of unit i, by any number of raters), resampled by

@@ -30,7 +30,7 @@ from typing import TypedDict
 import numpy as np
 
 from lm_eval_fin.agreement import stats
-from lm_eval_fin.agreement.criteria import POINTS, PREFERENCE_SCALE, Criterion, Family, Scale, family_of
+from lm_eval_fin.agreement.criteria import POINTS, PREFERENCE_SCALE, Criterion, Family, RatingScale, family_of
 from lm_eval_fin.agreement.matching import Collection, Key, PeopleLabels, points_criterion_scale
 from lm_eval_fin.agreement.resampling import CONFIDENCE, RESAMPLES, StudySettings
 from lm_eval_fin.agreement.stats import Figures, Order, Stability
@@ -175,10 +175,10 @@ def _system(key: Unit, several_tasks: bool) -> str:
     return f"{key[2]} · {key[0]}" if several_tasks else key[2]
 
 
-def _integer_scale(scale: Scale, *arrays: Sequence[float]) -> Scale:
+def _integer_scale(scale: RatingScale, *arrays: Sequence[float]) -> RatingScale:
     """``scale`` where every value is a whole number; else the same range as continuous."""
     whole = all(float(v).is_integer() for values in arrays for v in values)
-    return scale if whole or not scale.discrete else Scale(scale.low, scale.high)
+    return scale if whole or not scale.discrete else RatingScale(scale.low, scale.high)
 
 
 def compare_raters(kind: str, family: Family, reference: Rater, judged: Rater, criteria: Sequence[Criterion],
@@ -222,7 +222,7 @@ def compare_raters(kind: str, family: Family, reference: Rater, judged: Rater, c
         if not pairs and not any(counts.values()):
             continue
         x, y = [p[1] for p in pairs], [p[2] for p in pairs]
-        scale = criterion.scale if reference.integer and judged.integer else Scale(criterion.scale.low,
+        scale = criterion.scale if reference.integer and judged.integer else RatingScale(criterion.scale.low,
                                                                                    criterion.scale.high)
         try:
             comparison.figures[criterion.name] = stats.compare(
@@ -280,7 +280,7 @@ def _compare_points(comparison: Comparison, reference: Rater, judged: Rater, col
             comparison.notes.append("point ratings not compared: the runs differ in max_score")
         return
     if not reference.integer or not judged.integer:
-        scale = Scale(scale.low, scale.high)
+        scale = RatingScale(scale.low, scale.high)
     number: dict[Hashable, int] = {}
     comparison.figures[POINTS] = stats.compare(x, y, _integer_scale(scale, x, y),
                                                clusters=[number.setdefault(c, len(number)) for c in clusters],

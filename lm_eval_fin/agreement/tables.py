@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import sparse
 
-from lm_eval_fin.agreement.criteria import Scale
+from lm_eval_fin.agreement.criteria import RatingScale
 
 TABLE_CELLS = 2**16  # the most cells a table may have; beyond, the units are resampled one by one
 _BLOCK = 2**22  # table cells of the resamples handled at once (bounds the memory)
@@ -63,7 +63,7 @@ def _kendall_tau_b(t: np.ndarray) -> np.ndarray:
     return np.where((pairs > x_ties) & (pairs > y_ties), np.clip(tau, -1.0, 1.0), np.nan)
 
 
-def table_statistics(t: np.ndarray, xs: np.ndarray, ys: np.ndarray, scale: Scale) -> dict[str, np.ndarray]:
+def table_statistics(t: np.ndarray, xs: np.ndarray, ys: np.ndarray, scale: RatingScale) -> dict[str, np.ndarray]:
     """Every statistic of :func:`compare` for each table of ``t`` (resamples x len(xs) x
     len(ys) counts of units with reference value ``xs[a]`` and judged value ``ys[b]``); NaN
     where one is not defined."""
@@ -101,7 +101,7 @@ def _cluster_draws(clusters: int, resamples: int, rng: np.random.Generator) -> n
 
 
 def resampled_statistics(tables: sparse.csr_matrix | None, counts: np.ndarray, xs: np.ndarray, ys: np.ndarray,
-                         scale: Scale, resamples: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
+                         scale: RatingScale, resamples: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """The statistics of ``resamples`` bootstrap tables. ``tables``: each cluster's counts
     (clusters x cells; the clusters are drawn with replacement), or None where the units are
     drawn one by one from ``counts`` (the whole table, cells flattened)."""

@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lm_eval_fin.agreement.criteria import Criterion, PointRatings
-from lm_eval_fin.agreement.criteria import Scale as Rating
+from lm_eval_fin.agreement.criteria import Criterion, PointRatings, RatingScale
 from lm_eval_fin.ems.pipeline import BERTSCORE, LLM, OFFLINE, PARTS, RAGCHECKER, ROUGE, SCORERS, metric_prefix
 from lm_eval_fin.harness.metrics import (
     DEGENERATE_ANSWER,
@@ -29,7 +28,7 @@ from lm_eval_fin.harness.metrics import (
 from lm_eval_fin.scales import SIMILARITY, Scale, share
 
 TASK = "fin_ems"
-_UNIT = Rating(0, 1)
+_UNIT = RatingScale(0, 1)
 _EMS_F1 = metric_prefix(LLM, LLM) + "_f1"
 _MEASURES = {"precision": "Precision", "recall": "Recall", "f1": "F1"}
 _CLAIMS = {"precision": "share of the answer's claims the reference entails",
@@ -40,7 +39,7 @@ _PEOPLE = {
         "recall", "", _UNIT, None, "EMS-Recall: the mean point rating over max_score; derived from points",
         asked=False, judges=False),
     _EMS_F1: Criterion(
-        "ems", "", Rating(0, 10), Rating(0, 10, ordinal=True),
+        "ems", "", RatingScale(0, 10), RatingScale(0, 10, ordinal=True),
         "how well the answer conveys the reference: every point, with its details, and nothing it contradicts (0..10)",
         judge_factor=10.0, judges=False),
 }

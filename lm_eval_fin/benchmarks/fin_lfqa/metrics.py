@@ -6,8 +6,7 @@ their sum 3..15 (the paper's "overall score"), rated by people and by other judg
 
 from __future__ import annotations
 
-from lm_eval_fin.agreement.criteria import Criterion
-from lm_eval_fin.agreement.criteria import Scale as Rating
+from lm_eval_fin.agreement.criteria import Criterion, RatingScale
 from lm_eval_fin.benchmarks.fin_lfqa.judge import JUDGE_CRITERIA, JUDGE_SCHEMA
 from lm_eval_fin.harness.metrics import (
     DEGENERATE_ANSWER,
@@ -28,8 +27,8 @@ _CRITERION = JUDGE_SCHEMA["properties"][JUDGE_CRITERIA[0]]
 CRITERION = Scale(float(_CRITERION["minimum"]), float(_CRITERION["maximum"]), POINTS, "llm_judge_rating")
 JUDGE_SCORE = Scale(CRITERION.low * len(JUDGE_CRITERIA), CRITERION.high * len(JUDGE_CRITERIA), POINTS,
                     "llm_judge_rating")
-_RATING = Rating(CRITERION.low, CRITERION.high, ordinal=True)
-_SUM = Rating(JUDGE_SCORE.low, JUDGE_SCORE.high, ordinal=True)
+_RATING = RatingScale(CRITERION.low, CRITERION.high, ordinal=True)
+_SUM = RatingScale(JUDGE_SCORE.low, JUDGE_SCORE.high, ordinal=True)
 
 
 def _criterion(metric: str, name: str, description: str) -> JudgedMetric:

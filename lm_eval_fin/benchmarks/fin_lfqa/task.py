@@ -192,9 +192,11 @@ def keep_traces(docs: Sequence[dict]) -> list[dict]:
 
 
 def score_answers_batch(answers: Sequence[str], docs: Sequence[dict], settings: RunSettings) -> list[dict]:
-    """The filter stage: every answer's snippets in the sandbox, BERTScore and the judge, each
-    in one batch; the steps of a multi-step setting are kept with each answer."""
-    datas = [score.answer_data(doc, answer) for doc, answer in zip(docs, answers)]
+    """The filter stage: every answer parsed once, its per-document scores kept in its record
+    (``scores``, what :func:`process_results` reads); its snippets in the sandbox, BERTScore and
+    the judge, each in one batch; the steps of a multi-step setting kept with each answer."""
+    scored = [score.score_document(doc, answer) for doc, answer in zip(docs, answers)]
+    datas = [data for _, data in scored]
     code = score.run_code([data["code"] for data in datas])
     texts = [d["answer_text"] for d in datas], [d["reference_text"] for d in datas]
     bertscore = score.bertscore_f1(*texts, settings["bertscore_model"])
@@ -202,9 +204,9 @@ def score_answers_batch(answers: Sequence[str], docs: Sequence[dict], settings: 
     judged = judge_documents(datas, settings)
     traces = keep_traces(docs)
     return [
-        {"code": outcomes, "bertscore_f1": bs, "bertscore_model": settings["bertscore_model"], "bertscore_cut": cut,
-         **verdict, **trace}
-        for outcomes, bs, cut, verdict, trace in zip(code, bertscore, cuts, judged, traces)
+        {"scores": scores, "code": outcomes, "bertscore_f1": bs, "bertscore_model": settings["bertscore_model"],
+         "bertscore_cut": cut, **verdict, **trace}
+        for (scores, _), outcomes, bs, cut, verdict, trace in zip(scored, code, bertscore, cuts, judged, traces)
     ]
 
 
@@ -226,10 +228,11 @@ def judge_documents(datas: Sequence[dict], settings: RunSettings) -> list[dict]:
 
 
 def process_results(doc: dict, results: Sequence[str]) -> dict[str, float]:
-    """Every metric of one document: its answer's scores, and the values in its record."""
+    """Every metric of one document: the values in its record (the filter stage parsed and
+    scored the answer; a record written before it kept ``scores`` is scored here)."""
     record = scored_record(results)
     settings = RunSettings.from_json(doc["settings"])
-    scores, _ = score.score_document(doc, record["answer"])
+    scores = record.get("scores") or score.score_document(doc, record["answer"])[0]
     values: dict[str, Any] = {
         **scores,
         **score.code_values(record.get("code"), CODE_FAILURES),

@@ -30,6 +30,7 @@ lm_eval_fin.harness.multistep`` before ``lm_eval.simple_evaluate(model="fin-refi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import weakref
 from collections.abc import Callable, Sequence
@@ -136,14 +137,12 @@ class MultiStepLM(LM):
         def generate(which: Sequence[int], prompts: Sequence[str]) -> list[str]:
             if not which:
                 return []
+            # the first request with the follow-up prompt: its task, document and settings as
+            # whichever lm-eval release made it keeps them (0.5 takes task_name and doc_id as
+            # fields, 0.4.13 unpacks them from metadata)
             follow_ups = [
-                Instance(
-                    request_type="generate_until",
-                    doc=requests[i].doc,
-                    arguments=(self._render(prompt), dict(requests[i].args[1])),
-                    idx=0,
-                    metadata=(requests[i].task_name, requests[i].doc_id, 1),
-                )
+                dataclasses.replace(requests[i], arguments=(self._render(prompt), dict(requests[i].args[1])),
+                                    idx=0, resps=[], filtered_resps={})
                 for i, prompt in zip(which, prompts)
             ]
             return list(self.base.generate_until(follow_ups))

@@ -23,9 +23,10 @@ it), with the first request's generation settings. What each protocol did (its s
 replies) is kept per document (:func:`take_trace`) for the task's ``process_results``; a
 response lm-eval's ``--use_cache`` served from its cache has no trace.
 
-lm-eval 0.4.13 has no plug-in discovery for models, so the wrapper is registered when this
-module is imported: ``lm-eval-fin run`` imports it; from Python, ``import
-lm_eval_fin.harness.multistep`` before ``lm_eval.simple_evaluate(model="fin-refine", ...)``.
+The wrapper is this package's entry point ``fin-refine`` in the ``lm_eval.models`` group, which
+an lm-eval with plug-in discovery reads itself; 0.4.13 and 0.5.0.dev1 do not: ``lm-eval-fin run``
+registers it (:func:`lm_eval_fin.harness.compat.register_plugins`); from Python, call that (or
+``import lm_eval_fin.harness.multistep``) before ``lm_eval.simple_evaluate(model="fin-refine", ...)``.
 """
 
 from __future__ import annotations

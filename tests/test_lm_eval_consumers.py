@@ -1,20 +1,20 @@
 """Our output folders as lm-eval's own consumers read them: a judged fin_ems run, a judged
-fin_lfqa run and a fin_agentbench run through the real ``lm_eval`` CLI (the embedded model
-answers, a scripted judge behind the real OpenAI-compatible test server judges), then
+fin_lfqa run and a fin_agentbench run through ``lm-eval-fin run`` (lm-eval's own CLI, in
+process, with our task folder; the embedded model answers, a scripted judge behind the real
+OpenAI-compatible test server judges; lm-eval's W&B logger on, offline), then
 
 * strict JSON: the results file and every samples line parse with NaN and Infinity refused;
 * lm-eval's results: a metric of each task's ``metric_list`` is a number with a stderr key
-  where the run defines it, and absent where it does not (never null: lm-eval 0.5 adds up what
-  it aggregates);
+  where the run defines it, and absent where it does not (never null: lm-eval 0.4 and 0.5 add
+  up what they aggregate); each samples line holds every listed metric, null where undefined
+  (lm-eval's per-sample table builders read them all);
 * W&B: the figures ``WandbLogger`` logs (``_sanitize_results_dict``) hold the headline metrics
-  (EMS, BERTScore, the judge's); its samples table (``_generate_dataset``) needs every listed
-  metric in every line, which holds where every metric is defined (fin_agentbench);
-* Zeno: the metrics ``scripts/zeno_visualize.py`` registers (those whose aggregation is
-  ``mean``) hold the headline metrics;
-* Zeno: what lm-eval's ``scripts/zeno_visualize.py`` reads (it is not distributed on PyPI, so
-  its reads are repeated here with lm-eval's own file-name helpers): every subfolder of the
-  output path is a model folder with results files, the tasks come from the latest one's
-  configs, and each sample holds the fields and every listed metric its tables take;
+  (EMS, BERTScore, the judge's); the samples table it logged during the run (offline) has a
+  column for every listed metric, values where defined;
+* Zeno: lm-eval's ``scripts/zeno_visualize.py`` (not on PyPI: a copy in
+  ``tests/lm_eval_scripts``) with the real ``zeno_client``: the metrics it registers (those
+  whose aggregation is ``mean``) hold the headline metrics, and its dataset and system tables
+  build from the folder with every listed metric a column;
 * ``datasets``: the samples of a judged and an unjudged run load as one set with
   :func:`lm_eval_fin.harness.samples.samples_features`;
 * ``lm-eval-fin export``: Every Eval Ever records valid against the every-eval-ever schemas,
@@ -24,6 +24,8 @@ answers, a scripted judge behind the real OpenAI-compatible test server judges),
 Nothing but lm-eval's model folders may be written into ``--output_path``.
 """
 
+import importlib
+import importlib.util
 import json
 import os
 import subprocess
@@ -59,22 +61,31 @@ def output_roots(tmp_path_factory, embedded_model_dir):
         }
         processes = {}
         for name, (metadata, judge, extra) in runs.items():
-            env = dict(os.environ, LM_EVAL_FIN_CACHE=str(root / f"{name}.sqlite"))
+            env = dict(os.environ, LM_EVAL_FIN_CACHE=str(root / f"{name}.sqlite"), WANDB_MODE="offline",
+                       WANDB_SILENT="true")
             env.pop("LM_EVAL_FIN_JUDGE", None)
             if judge:
                 env["LM_EVAL_FIN_JUDGE"] = judge
             processes[name] = subprocess.Popen(
-                [BIN / "lm_eval", "run", "--include_path", str(paths.tasks_dir()), "--model", "hf",
+                [BIN / "lm-eval-fin", "run", "--model", "hf",
                  "--model_args", f"pretrained={embedded_model_dir},dtype=float32", "--apply_chat_template",
                  "--tasks", name, "--gen_kwargs", "max_gen_toks=16", "--metadata", json.dumps(metadata),
                  *(extra if "--limit" in extra else [*extra, "--limit", "1"]), "--output_path", str(root / name),
-                 "--log_samples"],
+                 "--log_samples", "--wandb_args", f"project=lm-eval-fin,dir={wandb_dir(root, name)}"],
                 cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             )
         for name, process in processes.items():
             log, _ = process.communicate(timeout=900)
             assert process.returncode == 0, f"{name}: {log[-4000:]}"
+            assert "Logging to W&B failed" not in log, f"{name}: {log[-4000:]}"
     return {name: root / name for name in runs}
+
+
+def wandb_dir(root: Path, name: str) -> Path:
+    """Where a run of ``output_roots`` keeps its offline W&B run (beside --output_path, not in it)."""
+    folder = root / f"{name}-wandb"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -120,12 +131,13 @@ def test_results_and_samples_are_strict_json_with_every_listed_metric(output_roo
             if f"{metric},none" in entry:
                 assert isinstance(entry[f"{metric},none"], (int, float)), (task, metric, entry[f"{metric},none"])
                 assert f"{metric}_stderr,none" in entry
-            else:  # undefined on every document: in no line either
-                assert not any(metric in line for line in lines), (task, metric)
+            else:  # undefined on every document: null in every line
+                assert all(line[metric] is None for line in lines), (task, metric)
         assert lines
         for line in lines:
-            for metric in listed:
-                assert metric not in line or isinstance(line[metric], float), (task, metric, line[metric])
+            for metric in listed:  # every listed metric, null where undefined (lm-eval's `metrics` names the others)
+                assert isinstance(line[metric], float) or (line[metric] is None and metric not in line["metrics"]), (
+                    task, metric, line[metric])
             record = json.loads(line["filtered_resps"][0])
             assert record["format"].startswith("lm-eval-fin/") and isinstance(record["answer"], str)
 
@@ -140,7 +152,7 @@ def test_judged_values_are_per_sample_with_the_judge_named(output_roots):
     assert results["results"]["fin_lfqa"]["judge_score,none"] == 12.0
     _, ems_samples = run_files(output_roots["fin_ems"])
     (ems_line,) = ems_samples["fin_ems"]
-    assert ems_line["judge_failure"] == 0.0 and "ems_offline_rouge_f1" not in ems_line
+    assert ems_line["judge_failure"] == 0.0 and ems_line["ems_offline_rouge_f1"] is None
     assert json.loads(ems_line["filtered_resps"][0])["ems"]["method"] == "llm"
     # each answer's judge work, in its record: one verdict request for FinLFQA, EMS's rounds
     assert record["judge_usage"]["requests"] == record["judge_usage"]["model_calls"] == 1
@@ -193,41 +205,77 @@ def test_zeno_and_wandb_register_the_headline_metrics(output_roots, name):
     assert HEADLINES[name] <= wandb, HEADLINES[name] - wandb
 
 
-@pytest.mark.parametrize("name", ["fin_agentbench"])
-def test_wandb_builds_its_samples_table(output_roots, name):
-    from lm_eval.loggers.wandb_logger import WandbLogger
+# defined on no document of these runs (no answer ran code; the cited knowledge may be none), yet
+# listed: a column of nulls in the per-sample tables, as the issue asks them visible
+VISIBLE = {"fin_lfqa": {"code_exec_rate", "knowledge_recall"}, "fin_ems": {"ems_offline_rouge_f1"}}
 
-    results, samples = run_files(output_roots[name])
-    for task, lines in samples.items():
-        # the samples as lm-eval holds them in memory when it logs to W&B (the file spells arguments out)
-        data = [dict(line, arguments=[tuple(arg.values()) for arg in line["arguments"].values()]) for line in lines]
-        table = WandbLogger._generate_dataset(None, data, results["configs"][task])
-        listed = [entry["metric"] for entry in results["configs"][task]["metric_list"]]
-        assert len(table) == len(lines) and set(listed) <= set(table.columns)
+
+def wandb_tables(root: Path, name: str) -> dict[str, dict]:
+    """Table name -> the table W&B's offline run saved (``{"columns", "data"}``)."""
+    files = list(wandb_dir(root.parent, name).glob("wandb/offline-run-*/files/media/table/**/*.table.json"))
+    return {path.name.split("_eval_results")[0]: json.loads(path.read_text()) for path in files
+            if "_eval_results" in path.name}
 
 
 @pytest.mark.parametrize("name", ["fin_agentbench", "fin_ems", "fin_lfqa"])
-def test_zeno_reads_the_output_folder(output_roots, name):
+def test_wandb_logged_the_samples_table_of_every_task(output_roots, name):
+    """lm-eval's ``WandbLogger.log_eval_samples`` reads every listed metric of every sample
+    (``x[metric]``): a metric left out of one sample stopped the table (lm-eval logs the error
+    at INFO and goes on); the run logged it offline, with a column for each listed metric."""
+    results, samples = run_files(output_roots[name])
+    tables = wandb_tables(output_roots[name], name)
+    for task, lines in samples.items():
+        listed = [entry["metric"] for entry in results["configs"][task]["metric_list"]]
+        table = tables[task]
+        assert set(listed) <= set(table["columns"]) and len(table["data"]) == len(lines), task
+        columns = {column: [row[i] for row in table["data"]] for i, column in enumerate(table["columns"])}
+        for metric in listed:
+            assert columns[metric] == [line[metric] for line in lines], (task, metric)
+        for metric in HEADLINES.get(task, set()):
+            assert all(isinstance(value, float) for value in columns[metric]), (task, metric)
+        assert VISIBLE.get(task, set()) <= set(table["columns"])
+
+
+def zeno_visualize():
+    """lm-eval's ``scripts/zeno_visualize.py``, imported with the real ``zeno_client``. That
+    client imports ``pkg_resources``, which setuptools 81 dropped: pip's own copy stands in."""
+    if importlib.util.find_spec("pkg_resources") is None:
+        sys.modules["pkg_resources"] = importlib.import_module("pip._vendor.pkg_resources")
+    return importlib.import_module("tests.lm_eval_scripts.zeno_visualize")
+
+
+@pytest.mark.parametrize("name", ["fin_agentbench", "fin_ems", "fin_lfqa"])
+def test_zeno_builds_its_tables_from_the_output_folder(output_roots, name):
+    """What ``zeno_visualize.main`` does before it uploads, with lm-eval's own functions: the
+    model folders of ``--data_path``, their tasks, the registered metrics (aggregation ``mean``),
+    the dataset and each model's system table (``x[metric]`` for every listed metric)."""
+    zeno = zeno_visualize()
     from lm_eval.utils import get_latest_filename, get_results_filenames, get_sample_results_filenames
 
     root = output_roots[name]
-    models = [entry for entry in os.scandir(root) if entry.is_dir()]
-    assert models and all(get_results_filenames([f.as_posix() for f in Path(m.path).iterdir()]) for m in models)
+    models = [os.path.basename(os.path.normpath(entry)) for entry in os.scandir(root) if entry.is_dir()]
+    assert models
     for model in models:
-        files = [f.as_posix() for f in Path(model.path).iterdir() if f.is_file()]
-        results = strict_json(Path(get_latest_filename(get_results_filenames(files))).read_text())
-        assert isinstance(results["config"]["model_args"], (str, dict))
-        for task, config in results["configs"].items():
+        model_dir = root / model
+        files = [f.as_posix() for f in model_dir.iterdir() if f.is_file()]
+        results = strict_json((model_dir / get_latest_filename([Path(f).name for f in get_results_filenames(files)]))
+                              .read_text())
+        assert zeno.sanitize_string(results["config"]["model_args"])
+        for task in zeno.tasks_for_model(model, str(root)):
+            config = results["configs"][task]
             samples_file = get_latest_filename([Path(f).name for f in get_sample_results_filenames(files) if task in f])
-            data = [strict_json(line) for line in (Path(model.path) / samples_file).read_text().splitlines()]
-            ids = [f"{x['doc_id']}.{x['filter']}" for x in data] if config.get("filter_list") else [x["doc_id"] for x in data]
-            assert len(set(ids)) == len(data)
-            assert config["output_type"] == "generate_until"
-            for x in data:
-                assert isinstance(x["arguments"]["gen_args_0"]["arg_0"], str) and "target" in x
-                assert isinstance(str(x["filtered_resps"][0]), str)
-                for metric in config["metric_list"]:  # a metric undefined for the document is left out
-                    assert metric["metric"] in x or metric.get("aggregation") == "mean"
+            data = [strict_json(line) for line in (model_dir / samples_file).read_text().splitlines()]
+            metrics = [zeno.ZenoMetric(name=m["metric"], type="mean", columns=[m["metric"]])
+                       for m in config["metric_list"] if m.get("aggregation") == "mean"]
+            assert HEADLINES.get(task, set()) <= {metric.name for metric in metrics}
+            dataset = zeno.generate_dataset(data, config)
+            system = zeno.generate_system_df(data, config)
+            assert len(dataset) == len(system) == len(data) and dataset["id"].is_unique
+            listed = [m["metric"] for m in config["metric_list"]]
+            assert set(listed) <= set(system.columns)
+            for metric in HEADLINES.get(task, set()):
+                assert system[metric].notna().all(), (task, metric)
+            assert VISIBLE.get(task, set()) <= set(system.columns)
 
 
 def test_every_eval_ever_records_and_the_model_index_of_real_runs(output_roots, tmp_path, schemas):

@@ -23,13 +23,15 @@ it), with the first request's generation settings. What each protocol did (its s
 replies) is kept per document (:func:`take_trace`) for the task's ``process_results``; a
 response lm-eval's ``--use_cache`` served from its cache has no trace.
 
-lm-eval 0.4.13 has no plug-in discovery for models, so the wrapper is registered when this
-module is imported: ``lm-eval-fin run`` imports it; from Python, ``import
-lm_eval_fin.harness.multistep`` before ``lm_eval.simple_evaluate(model="fin-refine", ...)``.
+The wrapper is this package's entry point ``fin-refine`` in the ``lm_eval.models`` group, which
+an lm-eval with plug-in discovery reads itself; 0.4.13 and 0.5.0.dev1 do not: ``lm-eval-fin run``
+registers it (:func:`lm_eval_fin.harness.compat.register_plugins`); from Python, call that (or
+``import lm_eval_fin.harness.multistep``) before ``lm_eval.simple_evaluate(model="fin-refine", ...)``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import weakref
 from collections.abc import Callable, Sequence
@@ -136,14 +138,12 @@ class MultiStepLM(LM):
         def generate(which: Sequence[int], prompts: Sequence[str]) -> list[str]:
             if not which:
                 return []
+            # the first request with the follow-up prompt: its task, document and settings as
+            # whichever lm-eval release made it keeps them (0.5 takes task_name and doc_id as
+            # fields, 0.4.13 unpacks them from metadata)
             follow_ups = [
-                Instance(
-                    request_type="generate_until",
-                    doc=requests[i].doc,
-                    arguments=(self._render(prompt), dict(requests[i].args[1])),
-                    idx=0,
-                    metadata=(requests[i].task_name, requests[i].doc_id, 1),
-                )
+                dataclasses.replace(requests[i], arguments=(self._render(prompt), dict(requests[i].args[1])),
+                                    idx=0, resps=[], filtered_resps={})
                 for i, prompt in zip(which, prompts)
             ]
             return list(self.base.generate_until(follow_ups))

@@ -12,7 +12,10 @@ not after. lm-eval's "Tasks not found" ends as one line with a hint. The judge f
 tasks as ``$LM_EVAL_FIN_JUDGE`` and ``$LM_EVAL_FIN_JUDGE_OPTIONS``. When a judge failed on some documents, the command exits with
 status 1 after lm-eval has written its results; so it does when lm-eval could not write a results or
 samples file whole (:mod:`.saving`: the run is then kept elsewhere, and one line says where). Our model wrapper, ``--model fin-refine``
-(:mod:`lm_eval_fin.harness.multistep`), is registered before lm-eval resolves the model name.
+(:mod:`lm_eval_fin.harness.multistep`), is registered before lm-eval resolves the model name, from
+its entry point (:func:`.compat.register_plugins`). Each sample of our tasks holds every metric of
+the task's ``metric_list``, null where undefined, when lm-eval's loggers (W&B) and writers read
+it (:func:`.samples.with_every_metric`): their per-sample tables read every listed metric.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 from lm_eval_fin import exit_status, paths, vllm_memory
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.flags import HelpFormatter, is_alias
-from lm_eval_fin.harness import compat, preflight, saving, stage, startchecks, taskfiles
+from lm_eval_fin.harness import compat, preflight, samples, saving, stage, startchecks, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.settings import SettingsError, handed_on
 from lm_eval_fin.harness.suggest import did_you_mean
@@ -144,14 +147,16 @@ def call_lm_eval(args: Sequence[str], environment: Mapping[str, str], tasks: Seq
     writes checked. ``tasks``: the tasks ``args`` names, as the caller read them (lm-eval's
     parser reads ``args`` once more, inside its CLI, and only there). lm-eval raises on its
     own errors."""
-    from lm_eval_fin.harness import multistep  # noqa: F401 - registers --model fin-refine
+    compat.register_plugins()  # --model fin-refine
+    ours = set(taskfiles.task_configs())
 
     saved_argv = sys.argv
     sys.argv = harness_argv(list(args))
     failures_before = len(stage.FAILURES)
     try:
         with environment_set(environment), only_our_tasks(tasks), \
-                saving.checked_saves() as unsaved:
+                saving.checked_saves() as unsaved, \
+                compat.samples_before_output(lambda results: samples.with_every_metric(results, ours)):
             compat.cli_evaluate()
     finally:
         sys.argv = saved_argv

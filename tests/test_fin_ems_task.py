@@ -6,13 +6,14 @@ import json
 
 import pytest
 
-from lm_eval_fin import paths, records
+from lm_eval_fin import records
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.benchmarks.fin_ems import prompt, task
 from lm_eval_fin.harness import stage, taskfiles
 from lm_eval_fin.harness.fitting import prompt_fitter
 from lm_eval_fin.harness.settings import RunSettings, SettingsError
 
-DEMO = str(paths.data_path("ems_demo"))
+DEMO = str(demo_data("fin_ems"))
 
 
 def settings_json(**metadata):

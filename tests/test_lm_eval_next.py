@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import paths
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.harness import taskfiles
 
 REPO = Path(__file__).resolve().parents[1]
@@ -23,11 +24,11 @@ NEXT_BIN = REPO / ".venv-next" / "bin"
 # fin_lfqa-test is predict-only: fin_lfqa is their template
 RUNS = {
     "fin_agentbench": (["fin_agentbench_doc", "fin_agentbench_chunk"], "dummy",
-                       {"data_path": str(paths.data_path("finagentbench_demo"))}),
-    "fin_ems": (["fin_ems"], "dummy", {"data_path": str(paths.data_path("ems_demo")), "judge": "none",
+                       {"data_path": str(demo_data("fin_agentbench"))}),
+    "fin_ems": (["fin_ems"], "dummy", {"data_path": str(demo_data("fin_ems")), "judge": "none",
                                        "bertscore_model": "offline"}),
     "fin_lfqa": (["fin_lfqa"], "dummy",
-                 {"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), "judge": "none",
+                 {"data_path": str(demo_data("fin_lfqa", "finlfqa_demo.jsonl")), "judge": "none",
                   "bertscore_model": "offline"}),
 }
 

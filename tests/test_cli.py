@@ -11,15 +11,13 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import paths
-from lm_eval_fin.benchmarks import all_benchmarks
-from lm_eval_fin.harness import demo, run
+from lm_eval_fin.benchmarks import all_benchmarks, demo_data
+from lm_eval_fin.harness import demo, run, taskfiles
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
-FIN_TASKS = [
-    "fin_agentbench", "fin_agentbench_doc", "fin_agentbench_chunk", "fin_ems", "fin_lfqa", "fin_lfqa-test",
-    "fin_lfqa-posthoc", "fin_lfqa-iterative", "fin_lfqa_settings",
-]
+# every task of every benchmark, and the tags of the task folder (fin_agentbench, fin_lfqa_settings, old names)
+FIN_TASKS = sorted({task for benchmark in all_benchmarks() for task in benchmark.tasks} | set(taskfiles.names()))
 
 
 def test_tasks_dir_subcommand_prints_the_task_folder(tmp_path):
@@ -34,6 +32,7 @@ def test_lm_eval_lists_every_fin_task(tmp_path):
         [sys.executable, "-m", "lm_eval", "ls", "tasks", "--include_path", str(paths.tasks_dir())],
         capture_output=True, text=True, cwd=tmp_path, check=True,
     )
+    assert {"fin_agentbench_doc", "fin_ems", "fin_lfqa-iterative", "fin_lfqa_settings"} <= set(FIN_TASKS)
     for task in FIN_TASKS:
         assert task in out.stdout
 
@@ -86,7 +85,7 @@ MISSING_MODEL = ["--model", "hf", "--model_args", "pretrained=/nonexistent/model
     ],
 )
 def test_run_rejects_what_cannot_run_before_lm_eval_starts(tmp_path, argv, message):
-    demo = str(paths.data_path("ems_demo" if "fin_ems" in argv else "finagentbench_demo"))
+    demo = str(demo_data("fin_ems" if "fin_ems" in argv else "fin_agentbench"))
     out = lm_eval_fin("run", *MISSING_MODEL, *(a.replace("DEMO", demo) for a in argv), cwd=tmp_path)
     assert out.returncode == 2, out.stderr[-2000:]
     assert message in out.stderr
@@ -131,7 +130,7 @@ def test_wheel_ships_tasks_metrics_and_data(tmp_path):
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     for folder in ("lm_eval_fin", "tasks", "metrics"):
         shutil.copytree(REPO / folder, source / folder, ignore=ignore)
-    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+    for name in ("setup.cfg", "setup.py", "pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, source / name)
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path), str(source)],
@@ -149,14 +148,20 @@ def test_wheel_ships_tasks_metrics_and_data(tmp_path):
         "lm_eval_fin/harness/settings.py",
         "lm_eval_fin/metrics/ndcg_rerank/ndcg_rerank.py",
         "lm_eval_fin/metrics/ndcg_rerank/README.md",
-        "lm_eval_fin/data/finagentbench_demo/document_ranking_demo.jsonl",
+        "lm_eval_fin/benchmarks/fin_ems/ems_questions.json",
     ]:
         assert expected in names
+    # each benchmark's demo sample, every file of it, where its demo run reads it
+    for benchmark in all_benchmarks():
+        if benchmark.demo is not None:
+            sample = Path(benchmark.demo.metadata()["data_path"])
+            files = [sample] if sample.is_file() else [p for p in sample.rglob("*") if p.is_file()]
+            assert files and {f"lm_eval_fin/benchmarks/{paths.shipped_demo(f)}" for f in files} <= names, benchmark.name
     # every module of every package folder, the task folders' files and the shipped data, each
     # where the install puts it (tasks/ and metrics/ as lm_eval_fin.tasks and lm_eval_fin.metrics)
     shipped = {}
     for folder, installed, patterns in (
-        ("lm_eval_fin", "lm_eval_fin", ("**/*.py", "data/**/*", "report/templates/*")),
+        ("lm_eval_fin", "lm_eval_fin", ("**/*.py", "**/demo/**/*", "**/*.json", "report/templates/*")),
         ("tasks", "lm_eval_fin/tasks", ("**/*",)),
         ("metrics", "lm_eval_fin/metrics", ("**/*.py", "**/*.md")),
     ):
@@ -172,23 +177,37 @@ def test_demo_runs_each_benchmark_on_its_own_shipped_sample_offline():
     """Each Benchmark's demo: its metadata (paths resolved when the demo starts) and arguments."""
     benchmarks = all_benchmarks()
     runs = demo.demo_runs("out", 2, benchmarks)
-    assert list(runs) == ["fin_agentbench", "fin_ems", "fin_lfqa"]
+    assert list(runs) == [b.name for b in benchmarks if b.demo is not None] and len(runs) >= 3
     for benchmark, argv in runs.items():
         assert argv[argv.index("--tasks") + 1] == benchmark
         metadata = json.loads(argv[argv.index("--metadata") + 1])
+        # the sample shipped in the benchmark's own package
         assert Path(metadata["data_path"]).exists()
+        assert (paths.shipped_demo(Path(metadata["data_path"])) or "").startswith(f"{benchmark}/demo")
         assert metadata.get("judge", "none") == "none"  # offline: no judge anywhere
         assert argv[argv.index("--limit") + 1] == "2" and "--log_samples" in argv
         assert argv[argv.index("--output_path") + 1] == str(Path("out") / benchmark)
-    assert "--confirm_run_unsafe_code" in runs["fin_lfqa"]
-    # the answer budget the transcripts leave room for is the one the model is given
-    ems = runs["fin_ems"]
-    budget = json.loads(ems[ems.index("--metadata") + 1])["max_gen_toks"]
-    assert ems[ems.index("--gen_kwargs") + 1] == f"max_gen_toks={budget}"
+        unsafe = any(taskfiles.task_config(task).get("unsafe_code") for task in taskfiles.expand(benchmark))
+        assert ("--confirm_run_unsafe_code" in argv) == unsafe
+        # the answer budget the prompts leave room for is the one the model is given
+        if "max_gen_toks" in metadata:
+            assert argv[argv.index("--gen_kwargs") + 1] == f"max_gen_toks={metadata['max_gen_toks']}"
     # a benchmark without a demo has no run
-    without = [b for b in benchmarks if b.name != "fin_ems"] + [dataclasses.replace(
-        next(b for b in benchmarks if b.name == "fin_ems"), demo=None)]
-    assert "fin_ems" not in demo.demo_runs("out", None, without)
+    first = benchmarks[0]
+    without = [dataclasses.replace(first, demo=None), *benchmarks[1:]]
+    assert first.name not in demo.demo_runs("out", None, without)
+
+
+def test_demo_data_prints_each_benchmarks_sample(tmp_path):
+    out = lm_eval_fin("demo-data", cwd=tmp_path)
+    assert out.returncode == 0
+    assert out.stdout.splitlines() == [f"{b.name} {b.demo.metadata()['data_path']}" for b in all_benchmarks() if b.demo]
+    for benchmark in all_benchmarks():
+        if benchmark.demo:
+            out = lm_eval_fin("demo-data", benchmark.name, cwd=tmp_path)
+            assert out.stdout.strip() == str(benchmark.demo.metadata()["data_path"])
+    out = lm_eval_fin("demo-data", "fin_nothing", cwd=tmp_path)
+    assert out.returncode == 2 and "no benchmark 'fin_nothing' with a demo sample" in out.stderr
 
 
 def test_demo_summary_names_what_ran_and_where(tmp_path):

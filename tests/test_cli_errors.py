@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import exit_status, hub, paths, textsim
+from lm_eval_fin import exit_status, hub, textsim
+from lm_eval_fin.benchmarks import demo_data
 from tests.logged_runs import lfqa_documents, write_predict_only_run
 from tests.openai_server import ServerProcess
 
@@ -20,8 +21,8 @@ BIN = Path(sys.executable).parent
 # a folder that exists but holds no model: the model check lets it through, and lm-eval would
 # fail on it at once should a check under test let the run start
 NOT_A_MODEL = ["--model", "hf", "--model_args", f"pretrained={Path(__file__).parent}"]
-LFQA_DEMO = str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl"))
-AGENTBENCH_DEMO = str(paths.data_path("finagentbench_demo"))
+LFQA_DEMO = str(demo_data("fin_lfqa", "finlfqa_demo.jsonl"))
+AGENTBENCH_DEMO = str(demo_data("fin_agentbench"))
 
 
 def lm_eval_fin(*argv, cwd, env=None, timeout=300):
@@ -175,7 +176,7 @@ def test_exit_2_run_with_a_model_that_is_not_here(tmp_path):
 
 
 def test_exit_2_run_with_data_its_scorer_cannot_use(tmp_path):
-    records = [json.loads(line) for line in paths.data_path("finagentbench_demo", "chunk_ranking_demo.jsonl")
+    records = [json.loads(line) for line in demo_data("fin_agentbench", "chunk_ranking_demo.jsonl")
                .read_text(encoding="utf-8").splitlines()]
     records[1]["qrel"] = None
     data = tmp_path / "chunk_ranking_dev.jsonl"

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import paths, records
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.benchmarks.fin_ems.prompt import TRUNCATION_MARK
 from lm_eval_fin.harness import taskfiles
 from tests.ems_scripted_judge import ScriptedJudgeServer
@@ -45,7 +46,7 @@ def run_fin_ems(workdir, model_dir, name, judge, extra_metadata, command=("lm_ev
     lines, its output)."""
     out = workdir / name
     metadata = {
-        "data_path": str(paths.data_path("ems_demo")),
+        "data_path": str(demo_data("fin_ems")),
         "bertscore_model": "offline",
         "max_gen_toks": MAX_GEN_TOKS,
         **extra_metadata,

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.ems import prompts
 from lm_eval_fin.ems.parsing import parse_match, parse_points, parse_score, parse_summary_bounds, parse_verdicts
 from lm_eval_fin.judge import prompt_hash
@@ -108,9 +109,8 @@ def test_claim_checking_lists_the_claims_against_the_text():
 
 
 def test_no_example_company_is_in_the_demo_set():
-    from lm_eval_fin import paths
 
-    demo = (paths.data_path("ems_demo") / "earnings_call_qa.jsonl").read_text()
+    demo = demo_data("fin_ems", "earnings_call_qa.jsonl").read_text()
     examples = json.dumps(
         [prompts.SUMMARY_EXAMPLES, prompts.EXTRACT_EXAMPLES, prompts.MATCH_EXAMPLES, prompts.SCORE_EXAMPLES,
          prompts.CLAIMS_EXAMPLES]

@@ -24,7 +24,7 @@ import yaml
 from huggingface_hub import ModelCard
 
 from lm_eval_fin import paths
-from lm_eval_fin.benchmarks import all_benchmarks
+from lm_eval_fin.benchmarks import all_benchmarks, demo_data
 from lm_eval_fin.export import eee, facts
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.report import significance
@@ -382,16 +382,16 @@ def test_a_run_of_the_embedded_gguf_is_carded_as_the_quantized_weights(tmp_path)
 
 
 def test_a_shipped_sample_is_named_with_its_hash_and_is_no_split(tmp_path):
-    shipped = paths.data_path("finagentbench_demo")
+    shipped = demo_data("fin_agentbench")
     write_run(tmp_path / "run", [agentbench_fixture(shipped)])
     done = export(tmp_path / "run", "--format", "model-index", "--output_path", tmp_path / "card")
     assert done.returncode == 0, done.stderr
     card = ModelCard(f"---\n{(tmp_path / 'card' / 'model-index.yaml').read_text(encoding='utf-8')}---\n")
     result = card.data.eval_results[0]
     assert result.dataset_split is None and result.dataset_type == "fin_agentbench_doc"  # no dataset id known
-    assert result.dataset_args == {"data_source": "shipped sample", "data_file": "finagentbench_demo",
+    assert result.dataset_args == {"data_source": "shipped sample", "data_file": "fin_agentbench/demo",
                                    "data_sha256": facts.content_sha256(shipped)}
-    assert result.dataset_name == "shipped sample finagentbench_demo (fin_agentbench_doc)"
+    assert result.dataset_name == "shipped sample fin_agentbench/demo (fin_agentbench_doc)"
     given = export(tmp_path / "run", "--format", "model-index", "--output_path", tmp_path / "given",
                    "--dataset_id", "acme/fin-agent-bench")
     assert given.returncode == 0, given.stderr

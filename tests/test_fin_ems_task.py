@@ -6,13 +6,14 @@ import json
 
 import pytest
 
-from lm_eval_fin import paths, records
+from lm_eval_fin import records
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.benchmarks.fin_ems import prompt, task
 from lm_eval_fin.harness import stage, taskfiles
 from lm_eval_fin.harness.fitting import prompt_fitter
 from lm_eval_fin.harness.settings import RunSettings, SettingsError
 
-DEMO = str(paths.data_path("ems_demo"))
+DEMO = str(demo_data("fin_ems"))
 
 
 def settings_json(**metadata):
@@ -32,6 +33,7 @@ def test_demo_set_loads_whole_without_a_tokenizer(monkeypatch):
         "NWND-2024-10-24-q5",
         "CTSO-2024-11-06-q1",
         "CTSO-2024-11-06-q5",
+        *(f"{call}-{q}" for call in ("NWND-2024-10-24", "CTSO-2024-11-06") for q in ("q2", "q3", "q4")),
     ]
     assert all(
         "SYNTHETIC" in d["transcript"] and not d["truncated"] and d["transcript_tokens"] == -1 for d in docs

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from lm_eval_fin import paths, records
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.benchmarks.fin_agentbench import data, prompt
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.fitting import config_arguments, prompt_fitter, tokenizer_arguments
@@ -147,7 +148,7 @@ def test_eval_records_without_qrel_are_for_predict_only_runs(tmp_path, monkeypat
 
 
 def test_demo_sample_is_in_the_challenge_format():
-    folder = paths.data_path("finagentbench_demo")
+    folder = demo_data("fin_agentbench")
     docs = data.load_records(folder, "document")
     chunks = data.load_records(folder, "chunk")
     assert len(docs) >= 5 and len(chunks) >= 3

@@ -248,14 +248,40 @@ def test_the_wrapper_runs_protocols_around_lm_evals_dummy_model():
         model.generate_until([_request(dict(plain, protocol="nope"), "x", 0)])
 
 
-def test_multistep_tasks_need_the_wrapper(tmp_path):
+def test_multistep_tasks_need_the_wrapper(tmp_path, monkeypatch):
+    """lm-eval's command line naming another model stops a multi-step task at load, before
+    generation; with no model known (Python's API, lm-eval's own task tests, which build tasks
+    and requests with no model) it loads, and the filter stage refuses answers no fin-refine
+    model wrote."""
     path = str(write_hub_fixture(tmp_path / "copy.jsonl"))
     if multistep.wrapper_loaded():
         pytest.skip("a fin-refine model is alive in this process")
+    settings = {"bertscore_model": "offline", "data_path": path, "judge": "none"}
+    monkeypatch.setattr("sys.argv", ["lm_eval", "run", "--model", "hf", "--tasks", "fin_lfqa-iterative"])
     for loader in (UTILS.load_posthoc, UTILS.load_iterative):
         with pytest.raises(SettingsError, match="--model fin-refine --model_args base="):
-            loader(bertscore_model="offline", data_path=path)
-    assert UTILS.load_validation(bertscore_model="offline", data_path=path, judge="none")["validation"][0]["protocol"] == ""
+            loader(**settings)
+    assert UTILS.load_validation(**settings)["validation"][0]["protocol"] == ""
+    monkeypatch.setattr("sys.argv", ["lm-eval", "run", "-M=fin-refine", "--tasks", "fin_lfqa-iterative"])
+    assert UTILS.load_iterative(**settings)["validation"]
+    monkeypatch.setattr("sys.argv", ["pytest", "--model", "hf"])  # not lm-eval's command line: no model known
+    docs = UTILS.load_iterative(**settings)["validation"]
+    assert docs[0]["protocol"] == "fin_lfqa-iterative"
+    for predict in ("0", "1"):
+        monkeypatch.setenv("LM_EVAL_FIN_PREDICT_ONLY", predict)
+        with pytest.raises(SettingsError, match="--model fin-refine"):
+            task.score_answers([["1. Up."]], [docs[0]])
+
+
+def test_the_model_of_lm_evals_command_line():
+    from lm_eval_fin.harness.stage import command_line_model
+
+    assert command_line_model(["lm_eval", "run", "--model", "vllm", "--tasks", "x"]) == "vllm"
+    assert command_line_model(["/venv/bin/lm-eval", "--model=fin-refine"]) == "fin-refine"
+    assert command_line_model(["lm_eval", "--tasks", "x"]) == "hf"  # lm-eval's default
+    assert command_line_model(["lm_eval", "--config", "run.yaml"]) is None  # the file may name it
+    assert command_line_model(["/x/lm_eval/__main__.py", "-M", "dummy"]) == "dummy"
+    assert command_line_model(["pytest", "--model", "hf"]) is None
 
 
 def test_multistep_tasks_list_their_metrics():
@@ -276,6 +302,7 @@ def test_multistep_tasks_list_their_metrics():
 def test_the_filter_stage_keeps_each_documents_steps_in_its_record(monkeypatch):
     """The steps the wrapper ran for a document reach its record, scored or --predict_only."""
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
+    _wrapper = multistep.MultiStepLM(base="dummy")  # alive while the stage runs: the answers are its own
     docs = [dict(document("fin_lfqa-iterative", bertscore_model="offline"), id=f"doc{i}") for i in range(2)]
     trace = {"rounds": 1, "done": False, "steps": [{"step": "answer", "reply": GOOD}]}
     for predict in ("0", "1"):

@@ -17,15 +17,15 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import exit_status, hub, paths, textsim
-from lm_eval_fin.benchmarks import all_benchmarks
+from lm_eval_fin.benchmarks import all_benchmarks, demo_data
 from lm_eval_fin.harness import doctor, startchecks
 from lm_eval_fin.harness.settings import SettingsError, check_user_metadata, known_keys, read_settings, task_metadata
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
-LFQA_DEMO = str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl"))
-EMS_DEMO = str(paths.data_path("ems_demo"))
-AGENTBENCH_DEMO = str(paths.data_path("finagentbench_demo"))
+LFQA_DEMO = str(demo_data("fin_lfqa", "finlfqa_demo.jsonl"))
+EMS_DEMO = str(demo_data("fin_ems"))
+AGENTBENCH_DEMO = str(demo_data("fin_agentbench"))
 BENCHMARKS = {b.name: b for b in all_benchmarks()}
 SHARED = [s.name for b in BENCHMARKS.values() for s in b.settings]
 # generous: these runs import lm-eval and read the arguments, no model (a model run takes minutes here)

@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lm_eval_fin import attribution, cleantext, jsontext, numbers, ranking, textsim
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.ems.parsing import parse_match, parse_points, parse_score
 
 NASTY = st.one_of(
@@ -68,7 +69,7 @@ def test_megabytes_and_deep_nesting_are_bounded_reads():
 def test_every_task_counts_the_answers_it_cut(monkeypatch):
     """A megabyte answer is scored on its start and counted in truncated_answers, per task: the
     filter stage cuts it and says so in the record, process_results counts it."""
-    from lm_eval_fin import paths, records
+    from lm_eval_fin import records
     from lm_eval_fin.benchmarks.fin_agentbench import task as agentbench
     from lm_eval_fin.benchmarks.fin_ems import task as ems
     from lm_eval_fin.benchmarks.fin_lfqa import task as lfqa
@@ -76,10 +77,10 @@ def test_every_task_counts_the_answers_it_cut(monkeypatch):
     monkeypatch.delenv("LM_EVAL_FIN_PREDICT_ONLY", raising=False)
     huge = "[1, 0, 2]" + " filler" * (cleantext.MAX_ANSWER_CHARS // 7 + 10)
     docs = {
-        agentbench: agentbench.load_document_ranking(data_path=str(paths.data_path("finagentbench_demo")))["test"][0],
-        ems: ems.load_dataset(data_path=str(paths.data_path("ems_demo")), judge="none",
+        agentbench: agentbench.load_document_ranking(data_path=str(demo_data("fin_agentbench")))["test"][0],
+        ems: ems.load_dataset(data_path=str(demo_data("fin_ems")), judge="none",
                               bertscore_model="offline")["test"][0],
-        lfqa: lfqa.load_validation(data_path=str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), judge="none",
+        lfqa: lfqa.load_validation(data_path=str(demo_data("fin_lfqa", "finlfqa_demo.jsonl")), judge="none",
                                    bertscore_model="offline")["validation"][0],
     }
     for module, doc in docs.items():

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.cleantext import one_line, printable
 from lm_eval_fin.judge import (
     BatchStats,
@@ -336,11 +337,10 @@ def test_vllm_backend_without_vllm_says_how_to_get_it(judge_cache, monkeypatch):
 def test_a_command_with_a_vllm_judge_names_the_install_command(tmp_path, judge_cache):
     """``lm-eval-fin rerank --judge vllm:...`` without vLLM (hidden in the child where it is
     installed) stops before any work with one line naming the install commands, no traceback."""
-    from lm_eval_fin import paths
 
     command = "import sys; sys.modules['vllm'] = None; from lm_eval_fin.cli import main; sys.exit(main())"
     done = subprocess.run(
-        [sys.executable, "-c", command, "rerank", "--data", str(paths.data_path("finagentbench_demo")),
+        [sys.executable, "-c", command, "rerank", "--data", str(demo_data("fin_agentbench")),
          "--judge", "vllm:some/model", "--variant", "llm", "--limit", "1"],
         capture_output=True, text=True, timeout=300,
     )

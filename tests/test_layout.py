@@ -103,15 +103,19 @@ def test_no_module_over_600_lines():
     assert not long, long
 
 
-def test_every_package_folder_is_in_the_distribution():
-    """setup.cfg lists its packages by hand (``find:`` cannot name tasks/ and metrics/ as
-    lm_eval_fin.tasks and lm_eval_fin.metrics): a folder missing there is missing from the wheel
-    (an editable install, as the tests run, finds it anyway). The quick check; the wheel itself
-    is checked file by file in tests/test_cli.py."""
-    import configparser
+def test_every_package_folder_is_in_the_distribution(monkeypatch):
+    """setup.py finds the packages by pattern (every folder of lm_eval_fin with an
+    ``__init__.py``, plus tasks/ and metrics/ as lm_eval_fin.tasks and lm_eval_fin.metrics): a
+    folder missing there is missing from the wheel (an editable install, as the tests run, finds
+    it anyway). The quick check, from setup.py's configuration; the wheel itself is checked file
+    by file in tests/test_cli.py."""
+    import importlib
 
-    config = configparser.ConfigParser()
-    config.read(PACKAGE.parent / "setup.cfg", encoding="utf-8")
-    listed = set(config["options"]["packages"].split())
+    importlib.import_module("setuptools")  # first: it provides distutils (gone from Python 3.12's library)
+    from distutils.core import run_setup
+
+    monkeypatch.chdir(PACKAGE.parent)  # setup.py reads setup.cfg and finds packages from where it runs
+    listed = set(run_setup("setup.py", stop_after="config").packages)
     folders = {module_name(path) for path in PACKAGE.rglob("__init__.py")}
     assert folders - listed == set()
+    assert {"lm_eval_fin.tasks", "lm_eval_fin.metrics"} <= listed

@@ -35,6 +35,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import paths
+from lm_eval_fin.benchmarks import demo_data
 from tests.ems_scripted_judge import ScriptedJudgeServer
 from tests.openai_server import ServerProcess
 
@@ -52,10 +53,10 @@ def output_roots(tmp_path_factory, embedded_model_dir):
     root = tmp_path_factory.mktemp("consumers")
     with ScriptedJudgeServer() as ems_judge, ServerProcess(reply=VERDICT) as lfqa_judge:
         runs = {
-            "fin_agentbench": ({"data_path": str(paths.data_path("finagentbench_demo"))}, None, []),
-            "fin_ems": ({"data_path": str(paths.data_path("ems_demo")), "bertscore_model": "offline",
+            "fin_agentbench": ({"data_path": str(demo_data("fin_agentbench"))}, None, []),
+            "fin_ems": ({"data_path": str(demo_data("fin_ems")), "bertscore_model": "offline",
                          "max_gen_toks": 16}, ems_judge.spec, []),
-            "fin_lfqa": ({"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")),
+            "fin_lfqa": ({"data_path": str(demo_data("fin_lfqa", "finlfqa_demo.jsonl")),
                           "bertscore_model": "offline"}, f"openai:{lfqa_judge.base_url}#verdict",
                          ["--confirm_run_unsafe_code", "--limit", "2"]),
         }
@@ -93,7 +94,7 @@ def unjudged_lfqa_root(tmp_path_factory, embedded_model_dir):
     """The --output_path of a fin_lfqa run without a judge: no judge metric in any line."""
     root = tmp_path_factory.mktemp("unjudged")
     env = {key: value for key, value in os.environ.items() if key != "LM_EVAL_FIN_JUDGE"}
-    metadata = {"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), "judge": "none",
+    metadata = {"data_path": str(demo_data("fin_lfqa", "finlfqa_demo.jsonl")), "judge": "none",
                 "bertscore_model": "offline"}
     done = subprocess.run(
         [BIN / "lm_eval", "run", "--include_path", str(paths.tasks_dir()), "--model", "hf", "--model_args",

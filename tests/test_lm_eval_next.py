@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import paths
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.harness import taskfiles
 
 REPO = Path(__file__).resolve().parents[1]
@@ -22,12 +23,12 @@ NEXT_BIN = REPO / ".venv-next" / "bin"
 # fin-refine wrapper, which neither 0.4.13 nor 0.5.0.dev1 finds through its entry point: they run
 # through `lm-eval-fin run` (lm-eval's CLI; it registers the entry point) over the dummy model.
 # fin_lfqa-test is predict-only: fin_lfqa is its template
-LFQA_METADATA = {"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), "judge": "none",
+LFQA_METADATA = {"data_path": str(demo_data("fin_lfqa", "finlfqa_demo.jsonl")), "judge": "none",
                  "bertscore_model": "offline"}
 RUNS = {
     "fin_agentbench": (["fin_agentbench_doc", "fin_agentbench_chunk"], "dummy",
-                       {"data_path": str(paths.data_path("finagentbench_demo"))}),
-    "fin_ems": (["fin_ems"], "dummy", {"data_path": str(paths.data_path("ems_demo")), "judge": "none",
+                       {"data_path": str(demo_data("fin_agentbench"))}),
+    "fin_ems": (["fin_ems"], "dummy", {"data_path": str(demo_data("fin_ems")), "judge": "none",
                                        "bertscore_model": "offline"}),
     "fin_lfqa": (["fin_lfqa"], "dummy", LFQA_METADATA),
     "fin_lfqa_refine": (["fin_lfqa-posthoc", "fin_lfqa-iterative"], "fin-refine", LFQA_METADATA),

@@ -6,8 +6,9 @@ when the target delimiter is whitespace, requests build for the first 10 documen
 in lm-eval's source distribution, which ``make install`` downloads for the installed version;
 this module runs it, unchanged, in a pytest of its own, with ``tests/lm_eval_rig`` in the place
 of lm-eval's ``conftest``-free rig (``utils.py``'s ``new_tasks()`` naming our tasks, a default
-``TaskManager`` reading our task folder). The data are the shipped samples, repeated under new
-ids to the file's 10 documents (the samples hold 3 to 6)."""
+``TaskManager`` reading our task folder with ``--metadata``-style settings). The data are each
+benchmark's shipped sample as it is (each holds the 10 documents the file reads), and nothing
+else: no model exists, as in lm-eval's CI, which builds tasks and requests without one."""
 
 import importlib.metadata
 import json
@@ -22,11 +23,13 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import paths
+from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.harness import stage, taskfiles
+from lm_eval_fin.owners import owns
 
 LM_EVAL_SDISTS = Path(__file__).resolve().parents[1] / ".cache" / "lm-eval"
 RIG = Path(__file__).parent / "lm_eval_rig"
-DOCUMENTS = 12  # lm-eval's file takes the first 10 of each task
+DOCUMENTS = 10  # lm-eval's file builds requests for the first 10 documents of each task
 # fin_lfqa-test's answers are private: the task loads for --predict_only runs only
 PREDICT_ONLY_TASKS = ["fin_lfqa-test"]
 GRADED_TASKS = [task for task in sorted(taskfiles.task_configs()) if task not in PREDICT_ONLY_TASKS]
@@ -44,34 +47,25 @@ def lm_eval_task_tests() -> bytes:
         return member.read()
 
 
-def repeated(source: Path, target: Path) -> Path:
-    """``source`` (a JSON-lines file, or a folder of them) with each file's rows repeated under
-    new ids to ``DOCUMENTS`` rows."""
-    if source.is_dir():
-        target.mkdir(parents=True)
-        for path in sorted(source.glob("*.jsonl")):
-            repeated(path, target / path.name)
-        return target
-    rows = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines() if line.strip()]
-    with target.open("w", encoding="utf-8") as out:
-        for number in range(DOCUMENTS):
-            row = dict(rows[number % len(rows)])
-            key = "id" if "id" in row else "uuid"
-            row[key] = f"{row[key]}-{number // len(rows)}" if number >= len(rows) else row[key]
-            out.write(json.dumps(row) + "\n")
-    return target
+def run_metadata() -> dict:
+    """Each benchmark's section of ``--metadata``: the settings of its demo run, whose data is the
+    sample shipped in its package."""
+    return {benchmark.name: benchmark.demo.metadata() for benchmark in all_benchmarks() if benchmark.demo}
 
 
-def run_metadata(folder: Path) -> dict:
-    def data(*parts: str) -> str:
-        return str(repeated(paths.data_path(*parts), folder / parts[-1]))
-
-    return {
-        "fin_agentbench": {"data_path": data("finagentbench_demo")},
-        "fin_ems": {"data_path": data("ems_demo"), "judge": "none", "bertscore_model": "offline"},
-        "fin_lfqa": {"data_path": data("finlfqa_demo", "finlfqa_demo.jsonl"), "judge": "none",
-                     "bertscore_model": "offline"},
-    }
+def test_every_task_has_a_shipped_sample_of_the_documents_lm_evals_tests_read():
+    """Every task belongs to a benchmark with a demo sample, and each JSON-lines file of the
+    sample holds at least the 10 documents lm-eval's file reads."""
+    sections = run_metadata()
+    for task in taskfiles.task_configs():
+        assert any(owns(name, task) for name in sections), task
+    for name, metadata in sections.items():
+        sample = Path(metadata["data_path"])
+        files = [sample] if sample.is_file() else sorted(sample.glob("*.jsonl"))
+        assert files, name
+        for file in files:
+            rows = [line for line in file.read_text(encoding="utf-8").splitlines() if line.strip()]
+            assert len(rows) >= DOCUMENTS, (file.name, len(rows))
 
 
 def outcomes(report: Path) -> dict[str, str]:
@@ -93,7 +87,7 @@ def test_lm_eval_task_tests_pass_on_every_task(tmp_path, tasks):
     shutil.copy(RIG / "utils_rig.py", package / "utils.py")
     report = tmp_path / "report.xml"
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", "LM_EVAL_FIN_RIG_TASKS": json.dumps(tasks),
-                   "LM_EVAL_FIN_RIG_METADATA": json.dumps(run_metadata(tmp_path / "data")),
+                   "LM_EVAL_FIN_RIG_METADATA": json.dumps(run_metadata()),
                    stage.PREDICT_ONLY_ENV: "1" if tasks == PREDICT_ONLY_TASKS else "0"}
     # the class that lm-eval parametrizes with new_tasks(); the file's other test is about lm-eval's own tasks
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}",

@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import atomic, exit_status, paths
-from lm_eval_fin.benchmarks import all_benchmarks
+from lm_eval_fin.benchmarks import all_benchmarks, demo_data
 from lm_eval_fin.harness import preflight
 from lm_eval_fin.harness.settings import known_keys
 from lm_eval_fin.judge.preflight import cache_problem
 
-CHUNKS = paths.data_path("finagentbench_demo", "chunk_ranking_demo.jsonl")
-LFQA = paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")
+CHUNKS = demo_data("fin_agentbench", "chunk_ranking_demo.jsonl")
+LFQA = demo_data("fin_lfqa", "finlfqa_demo.jsonl")
 
 
 def lines(path):
@@ -48,7 +48,7 @@ def chunk_records():
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda r: r.pop("qrel"), ":1: no 'qrel' (grades; 1 of 4 records)"),
+    (lambda r: r.pop("qrel"), ":1: no 'qrel' (grades; 1 of 10 records)"),
     (lambda r: r.update(qrel=None), ":1: no 'qrel'"),
     (lambda r: r["qrel"].update({"1": "high"}), ":1: 'qrel' grade of candidate 1 is 'high', not a number"),
     (lambda r: r["qrel"].update({"1": True}), ":1: 'qrel' grade of candidate 1 is True, not a number"),
@@ -74,7 +74,7 @@ def test_an_eval_file_without_grades_is_fine_for_predict_only(tmp_path):
 def test_agentbench_query_ids_given_twice_name_both_lines(tmp_path):
     data = write(tmp_path / "chunk_ranking_dev.jsonl", [*lines(CHUNKS), lines(CHUNKS)[1]])
     assert problems_of("fin_agentbench_chunk", data) == [
-        f"{data}:5: query id 'demo-chunk-2' again (first at {data}:2); each record needs its own 'uuid' or '_id'"]
+        f"{data}:11: query id 'demo-chunk-2' again (first at {data}:2); each record needs its own 'uuid' or '_id'"]
 
 
 # ------------------------------------------------------------------------ FinLFQA: file and line

@@ -14,12 +14,13 @@ import math
 import pytest
 
 from lm_eval_fin import paths, records
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.harness import stage, taskfiles
 
 DATA = {
-    "fin_agentbench": lambda: {"data_path": str(paths.data_path("finagentbench_demo"))},
-    "fin_ems": lambda: {"data_path": str(paths.data_path("ems_demo")), "judge": "none", "bertscore_model": "offline"},
-    "fin_lfqa": lambda: {"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), "judge": "none",
+    "fin_agentbench": lambda: {"data_path": str(demo_data("fin_agentbench"))},
+    "fin_ems": lambda: {"data_path": str(demo_data("fin_ems")), "judge": "none", "bertscore_model": "offline"},
+    "fin_lfqa": lambda: {"data_path": str(demo_data("fin_lfqa", "finlfqa_demo.jsonl")), "judge": "none",
                          "bertscore_model": "offline"},
 }
 TASKS = sorted(taskfiles.task_configs())

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from lm_eval_fin import paths, textsim
+from lm_eval_fin import textsim
+from lm_eval_fin.benchmarks import demo_data
 from tests_vllm.processes import Run, run_cli
 from tests_vllm.served import VLLMServer
 
@@ -48,18 +49,18 @@ def model_flags(model_dir: str) -> list[str]:
 
 
 def ems_metadata(**extra) -> str:
-    return json.dumps({"data_path": str(paths.data_path("ems_demo")), "bertscore_model": BERTSCORE_MODEL,
+    return json.dumps({"data_path": str(demo_data("fin_ems")), "bertscore_model": BERTSCORE_MODEL,
                        "max_gen_toks": ANSWER_TOKENS, **extra})
 
 
 def lfqa_metadata(**extra) -> str:
-    return json.dumps({"data_path": str(paths.data_path("finlfqa_demo") / "finlfqa_demo.jsonl"),
+    return json.dumps({"data_path": str(demo_data("fin_lfqa", "finlfqa_demo.jsonl")),
                        "bertscore_model": BERTSCORE_MODEL, **extra})
 
 
 AGENTBENCH = ["--tasks", "fin_agentbench_doc,fin_agentbench_chunk", "--limit", "2", "--log_samples",
               "--gen_kwargs", f"max_gen_toks={RANKING_TOKENS}",
-              "--metadata", json.dumps({"data_path": str(paths.data_path("finagentbench_demo"))})]
+              "--metadata", json.dumps({"data_path": str(demo_data("fin_agentbench"))})]
 
 
 def run_arguments(workdir: Path, model_dir: str, judge_spec: str) -> dict[str, tuple[list, dict]]:

@@ -11,7 +11,8 @@ import json
 import logging
 import re
 
-from lm_eval_fin import cli, paths
+from lm_eval_fin import cli
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.judge import vllm_backend
 from lm_eval_fin.vllm_memory import KV_ENV
 from tests_vllm import figures
@@ -23,7 +24,7 @@ def test_rerank_on_the_shipped_chunk_sample(tmp_path, judge_spec, monkeypatch, c
     monkeypatch.delenv(KV_ENV)  # conftest.py's 1 GiB comes back after the test
     caplog.set_level(logging.INFO, logger="lm_eval_fin.judge")
     out = tmp_path / "rerank.jsonl"
-    argv = ["rerank", "--data", str(paths.data_path("finagentbench_demo")), "--judge", judge_spec,
+    argv = ["rerank", "--data", str(demo_data("fin_agentbench")), "--judge", judge_spec,
             "--judge_max_tokens", "24", "--judge_max_model_len", "4096", "--max_attempts", "1",
             "--limit", "1", "--variant", "full", "--out", str(out)]
     assert cli.main(argv) == 0

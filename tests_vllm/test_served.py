@@ -29,7 +29,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from lm_eval_fin import cli, paths
+from lm_eval_fin import cli
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.judge import JudgeOptions, JudgeRequest, load_judge
 from tests.logged_runs import ems_judge_usage, read_task_run
 from tests_vllm import figures
@@ -80,7 +81,7 @@ def killed_mid_run(servers, tmp_path_factory):
     server.wait()
     folder = tmp_path_factory.mktemp("rerank_killed")
     cache = folder / "rerank.sqlite"
-    argv = ["rerank", "--data", str(paths.data_path("finagentbench_demo")), "--judge", server.judge_spec,
+    argv = ["rerank", "--data", str(demo_data("fin_agentbench")), "--judge", server.judge_spec,
             "--judge_max_tokens", "24", "--judge_max_retries", "1", "--judge_backoff", "0.2",
             "--judge_retry_unparsable", "no", "--max_attempts", "1", "--limit", "1", "--variant", "full",
             "--out", str(folder / "rerank.jsonl")]

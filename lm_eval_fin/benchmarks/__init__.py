@@ -13,7 +13,8 @@
 
 A new benchmark is a new package here whose ``task`` module defines ``BENCHMARK``
 (:func:`all_benchmarks` finds it; no list to edit), and a task folder ``tasks/<name>/``
-whose ``utils.py`` re-exports its ``task`` module.
+whose ``utils.py`` re-exports its ``task`` module. Its demo sample, if it has one, is the
+package's ``demo`` folder (:func:`demo_data`; packaging ships every package's ``demo`` folder).
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import pkgutil
+from pathlib import Path
 
+from lm_eval_fin import paths
 from lm_eval_fin.harness.benchmark import Benchmark
 
 
@@ -39,3 +42,9 @@ def all_benchmarks() -> tuple[Benchmark, ...]:
         if benchmark is not None:
             found.append(benchmark)
     return tuple(found)
+
+
+def demo_data(package: str, *parts: str) -> Path:
+    """The demo sample shipped in the benchmark package ``package`` (``fin_ems``): its
+    ``demo`` folder, or a file or folder in it (``demo_data("fin_lfqa", "finlfqa_demo.jsonl")``)."""
+    return paths.demo_path(f"{__name__}.{package}", *parts)

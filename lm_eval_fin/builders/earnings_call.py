@@ -310,9 +310,9 @@ def local_transcripts(folder: str | Path) -> list[Transcript]:
 def load_questions(path: str | Path | None = None) -> list[dict[str, str]]:
     """The questions (``id``, ``question``): the paper's five by default."""
     if path is None:
-        from lm_eval_fin import paths
+        from lm_eval_fin.benchmarks.fin_ems.data import paper_questions
 
-        path = paths.data_path("ems_questions.json")
+        path = paper_questions()
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     questions = data.get("questions") if isinstance(data, dict) else data
     if not isinstance(questions, list) or not all(

@@ -355,14 +355,11 @@ class DatasetSource:
 
 
 def shipped_file(path: Path) -> str | None:
-    """The shipped-data path (``finlfqa_demo/finlfqa_demo.jsonl``) of a file or folder under
-    lm-eval-fin's ``data`` folder, on this machine or another's install; None for other paths."""
-    parts = path.parts
-    for at in range(len(parts) - 2, -1, -1):
-        if parts[at:at + 2] == ("lm_eval_fin", "data") and at + 2 < len(parts):
-            relative = Path(*parts[at + 2:])
-            return relative.as_posix() if paths.data_path(*relative.parts).exists() else None
-    return None
+    """The shipped name (``fin_lfqa/demo/finlfqa_demo.jsonl``) of a file or folder in a
+    benchmark package's demo folder, on this machine or another's install, where this
+    install ships it too; None for other paths."""
+    name = paths.shipped_demo(path)
+    return name if name and paths.shipped_demo_path(name) else None
 
 
 def content_sha256(path: Path) -> str:
@@ -402,7 +399,7 @@ def dataset_source(task_run: TaskRun) -> DatasetSource:
         path = Path(str(data_path)).expanduser()
         shipped = shipped_file(path)
         kind, name = (SHIPPED, shipped) if shipped else (LOCAL, path.name)
-        readable = path if path.exists() else paths.data_path(*Path(shipped).parts) if shipped else None
+        readable = path if path.exists() else paths.shipped_demo_path(shipped) if shipped else None
         if readable is not None:
             return DatasetSource(task_run.task, kind, ids, file=name, sha256=content_sha256(readable))
         return DatasetSource(task_run.task, kind, ids, file=name,

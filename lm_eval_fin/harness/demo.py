@@ -29,8 +29,9 @@ from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.run import run_harness
 
 # Seconds of `make demo` on 2 cores (the environment installed): what the first line promises.
-# 199 s at load averages 5.4 falling to 1.8 on 2 CPUs (one thread, batches of 4; bench/RESULTS.md).
-QUIET_SECONDS = 180
+# 199 s at load averages 5.4 falling to 1.8 on 2 CPUs (one thread, batches of 4; bench/RESULTS.md)
+# with 3 to 6 documents per task; the ten-document samples take 2.4 times the CPU (452 s against 191 s).
+QUIET_SECONDS = 480
 # Answers generated at once: 4 documents in a batch took 0.57 of the time each one alone took
 # (bench/bench_demo_threads.py --batch 4), and no task of the demo has more than 6.
 DEMO_BATCH = 4

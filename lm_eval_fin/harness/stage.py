@@ -76,20 +76,44 @@ def first_response(responses: Any) -> Any:
     return responses[0] if isinstance(responses, (list, tuple)) and responses else responses
 
 
+def lm_eval_arguments(argv: Sequence[str] | None = None) -> list[str] | None:
+    """The arguments of lm-eval's command line when this process is it (``lm_eval``,
+    ``lm-eval``, ``python -m lm_eval`` or ``lm-eval-fin run``, which calls lm-eval's CLI with its
+    own argv); None for any other process (Python's API, a test), whose options mean something else."""
+    argv = list(sys.argv if argv is None else argv)
+    program = Path(argv[0]) if argv else Path()
+    # ``python -m lm_eval`` runs lm_eval/__main__.py
+    if program.name not in ("lm_eval", "lm-eval") and program.parts[-2:] != ("lm_eval", "__main__.py"):
+        return None
+    return argv[1:]
+
+
 def predict_only(argv: Sequence[str] | None = None) -> bool:
     """Whether this process runs lm-eval with ``--predict_only`` (metrics not computed):
-    ``$LM_EVAL_FIN_PREDICT_ONLY``, else lm-eval's command line (``lm_eval``, ``lm-eval`` or
-    ``lm-eval-fin run``, which calls lm-eval's CLI with its own argv). From Python, call
-    ``simple_evaluate(predict_only=True)`` with the variable set."""
+    ``$LM_EVAL_FIN_PREDICT_ONLY``, else lm-eval's command line (:func:`lm_eval_arguments`).
+    From Python, call ``simple_evaluate(predict_only=True)`` with the variable set."""
     value = os.environ.get(PREDICT_ONLY_ENV)
     if value is not None:
         return value.strip().lower() not in ("", "0", "false", "no")
-    argv = list(sys.argv if argv is None else argv)
-    program = Path(argv[0]) if argv else Path()
-    # ``python -m lm_eval`` runs lm_eval/__main__.py; another program's -x means something else
-    if program.name not in ("lm_eval", "lm-eval") and program.parts[-2:] != ("lm_eval", "__main__.py"):
-        return False
-    return any(arg in ("--predict_only", "-x") or arg.startswith("--predict_only=") for arg in argv[1:])
+    arguments = lm_eval_arguments(argv)
+    return arguments is not None and any(
+        arg in ("--predict_only", "-x") or arg.startswith("--predict_only=") for arg in arguments)
+
+
+def command_line_model(argv: Sequence[str] | None = None) -> str | None:
+    """The model lm-eval's command line names (``--model``/``-M``; lm-eval's default ``hf``
+    when left out); None when this process is not lm-eval's command line, or when a
+    ``--config`` file may name the model instead."""
+    arguments = lm_eval_arguments(argv)
+    if arguments is None:
+        return None
+    for i, arg in enumerate(arguments):
+        name, equals, value = arg.partition("=")
+        if name in ("--model", "-M"):
+            return value if equals else (arguments[i + 1] if i + 1 < len(arguments) else None)
+    if any(arg.partition("=")[0] in ("--config", "-C") for arg in arguments):
+        return None
+    return "hf"
 
 
 def filter_function(

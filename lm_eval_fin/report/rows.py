@@ -310,17 +310,24 @@ def name_rows(rows: Sequence[Row]) -> None:
 # ------------------------------------------------------------------------ what each row is
 
 
+# where lm-eval-fin kept its demo samples before each benchmark package shipped its own: runs
+# logged then still read as run on synthetic data
+_OLD_SHIPPED_PARTS = ("lm_eval_fin", "data")
+
+
 def _shipped_data(value: Any) -> bool:
-    """Whether a data_path is the package's shipped data (synthetic demo samples)."""
+    """Whether a data_path is a benchmark package's shipped demo sample (synthetic), here or on
+    the machine that logged it (:func:`lm_eval_fin.paths.shipped_demo`)."""
     if not isinstance(value, str) or not value:
         return False
     path = Path(value)
     parts = path.parts
-    shipped = any(parts[i:i + 2] == ("lm_eval_fin", "data") for i in range(len(parts) - 1))
-    try:
-        return shipped or path.resolve().is_relative_to(paths.data_path().resolve())
+    if paths.shipped_demo(path) or any(parts[i:i + 2] == _OLD_SHIPPED_PARTS for i in range(len(parts) - 1)):
+        return True
+    try:  # a relative path, or a link into the package
+        return paths.shipped_demo(path.resolve()) is not None
     except OSError:
-        return shipped
+        return False
 
 
 def badges(row: Row, catalog: Catalog) -> list[Badge]:

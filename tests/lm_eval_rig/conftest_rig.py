@@ -3,8 +3,8 @@ runs that file on our task folder.
 
 lm-eval's CI points the file at a changed task folder through ``tests/utils.py``'s ``new_tasks()``
 (here ``utils_rig.py``) and loads those tasks with a default ``TaskManager()``. A default manager
-here reads our task folder, and only it, with the data the calling test made (``--metadata``
-sections per benchmark, in ``$LM_EVAL_FIN_RIG_METADATA``)."""
+here reads our task folder, and only it, with the calling test's ``--metadata`` (a section per
+benchmark naming its shipped sample, in ``$LM_EVAL_FIN_RIG_METADATA``): nothing else, no model."""
 
 import json
 import os
@@ -12,7 +12,6 @@ import os
 from lm_eval.tasks import TaskManager
 
 from lm_eval_fin import paths
-from lm_eval_fin.harness.multistep import MultiStepLM
 
 METADATA = json.loads(os.environ["LM_EVAL_FIN_RIG_METADATA"])
 lm_eval_init = TaskManager.__init__
@@ -25,5 +24,3 @@ def our_task_folder(self, verbosity=None, include_path=None, include_defaults=Tr
 
 
 TaskManager.__init__ = our_task_folder
-# the multi-step tasks load only beside a fin-refine model, as in a run with --model fin-refine
-REFINE_MODEL = MultiStepLM(base="dummy")

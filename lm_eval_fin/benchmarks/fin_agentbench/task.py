@@ -14,7 +14,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import paths
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.benchmarks.fin_agentbench import data, metrics
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import fit_chunks
 from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, read_ranking, score_ranking
@@ -148,7 +148,7 @@ BENCHMARK = Benchmark(
     view=VIEW,
     headline=metrics.HEADLINE,
     demo=Demo(
-        metadata=lambda: {"data_path": str(paths.data_path("finagentbench_demo"))},
+        metadata=lambda: {"data_path": str(demo_data("fin_agentbench"))},
         notes={"fin_agentbench_chunk": "a 135M model seldom writes an index list for a 12-chunk prompt: its parse "
                "failures are real, not a bug (try a larger model, e.g. with --model vllm)"},
     ),

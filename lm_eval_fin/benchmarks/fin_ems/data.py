@@ -10,7 +10,7 @@ as a ``datasets`` folder (``hf_dataset/``, ``save_to_disk``):
     call_date       ISO date the call was held
     fiscal_period   the source's fiscal label, e.g. "FY2025 Q1" (informative only; "" if none)
     question_id     "q1".."q5"
-    question        one of the EMS paper's five questions (lm_eval_fin/data/ems_questions.json)
+    question        one of the EMS paper's five questions (:func:`paper_questions`)
     transcript      the whole transcript text
     reference       the reference answer
     provenance      how the reference was made: source, answerer and consolidator specs, their
@@ -56,6 +56,11 @@ def write_dataset(records: Sequence[dict], out_dir: str | Path) -> tuple[Path, P
     with atomic.folder(disk) as building:
         datasets.Dataset.from_list(list(records)).save_to_disk(str(building))
     return jsonl, disk
+
+
+def paper_questions() -> Path:
+    """The EMS paper's five questions (its appendix A.1), shipped beside this module."""
+    return Path(__file__).with_name("ems_questions.json")
 
 
 def read_dataset(data_path: str | Path) -> list[dict]:

@@ -30,7 +30,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import paths, textsim
+from lm_eval_fin import textsim
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.benchmarks.fin_ems import data, metrics, prompt, score
 from lm_eval_fin.benchmarks.fin_ems.view import VIEW
 from lm_eval_fin.ems.pipeline import DEFAULT_SUMMARY_REMOVAL
@@ -165,7 +166,7 @@ BENCHMARK = Benchmark(
     headline=metrics.HEADLINE,
     agreement=metrics.AGREEMENT,
     demo=Demo(
-        metadata=lambda: {"data_path": str(paths.data_path("ems_demo")), "judge": "none",
+        metadata=lambda: {"data_path": str(demo_data("fin_ems")), "judge": "none",
                           "bertscore_model": "offline", "max_gen_toks": DEMO_ANSWER_TOKENS},
         arguments=("--gen_kwargs", f"max_gen_toks={DEMO_ANSWER_TOKENS}"),
     ),

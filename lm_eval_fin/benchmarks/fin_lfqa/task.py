@@ -24,7 +24,8 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import paths, textsim
+from lm_eval_fin import textsim
+from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.benchmarks.fin_lfqa import data, judge, metrics, prompt, refine, score
 from lm_eval_fin.benchmarks.fin_lfqa.view import VIEW
 from lm_eval_fin.harness import multistep, replay, taskfiles
@@ -41,7 +42,7 @@ from lm_eval_fin.harness.settings import (
     positive_int,
     text,
 )
-from lm_eval_fin.harness.stage import Judged, JudgeWork, judge_stage, predict_only
+from lm_eval_fin.harness.stage import Judged, JudgeWork, command_line_model, judge_stage, predict_only
 from lm_eval_fin.harness.task import degenerate_answer, metric_values, scored_record, total
 
 logger = logging.getLogger(__name__)
@@ -131,13 +132,25 @@ def _check_data(task: str, settings: RunSettings) -> None:
         )
 
 
+def _without_the_wrapper(task: str) -> SettingsError | None:
+    """Why a multi-step task cannot run here: its answers need the ``fin-refine`` wrapper, and
+    no fin-refine model exists in this process (a replay of logged answers needs none)."""
+    if not TASKS[task][1] or multistep.wrapper_loaded() or replay.plan() is not None:
+        return None
+    return SettingsError(
+        f"{task} runs several generation steps per example, which one lm-eval request cannot: run it "
+        f"with the model wrapper, --model {multistep.MODEL_NAME} --model_args base=<hf|vllm|...>,<that model's "
+        "arguments> (lm-eval-fin run registers it; see the fin_lfqa task README)"
+    )
+
+
 def _load(task: str, metadata: dict[str, Any]) -> dict:
-    if TASKS[task][1] and not multistep.wrapper_loaded() and replay.plan() is None:
-        raise SettingsError(
-            f"{task} runs several generation steps per example, which one lm-eval request cannot: run it "
-            f"with the model wrapper, --model {multistep.MODEL_NAME} --model_args base=<hf|vllm|...>,<that model's "
-            "arguments> (lm-eval-fin run registers it; see the fin_lfqa task README)"
-        )
+    # lm-eval's command line builds its model before the tasks: another model stops the run
+    # here, before generation. Elsewhere (Python's API, lm-eval's own task tests, which build
+    # tasks and requests with no model at all) the task loads, and the filter stage checks.
+    problem = _without_the_wrapper(task)
+    if problem is not None and command_line_model() not in (None, multistep.MODEL_NAME):
+        raise problem
 
     def documents(settings: RunSettings) -> tuple[list[dict], RunSettings]:
         docs, base = _documents(task, settings)
@@ -187,7 +200,12 @@ def _judge_max_tokens(settings: RunSettings) -> int:
 
 
 def keep_traces(docs: Sequence[dict]) -> list[dict]:
-    """What a --predict_only record keeps: the steps of a multi-step setting."""
+    """What a --predict_only record keeps: the steps of a multi-step setting. Answers of a
+    multi-step task that no fin-refine model wrote (one generation each) are refused."""
+    for task in dict.fromkeys(RunSettings.from_json(doc["settings"]).task for doc in docs):
+        problem = _without_the_wrapper(task) if task in TASKS else None
+        if problem is not None:
+            raise problem
     return [{"trace": multistep.take_trace(RunSettings.from_json(doc["settings"]).task, doc)} for doc in docs]
 
 
@@ -264,7 +282,7 @@ BENCHMARK = Benchmark(
     agreement=metrics.AGREEMENT,
     hub_dataset=data.HUB_DATASET,
     demo=Demo(
-        metadata=lambda: {"data_path": str(paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")), "judge": "none",
+        metadata=lambda: {"data_path": str(demo_data("fin_lfqa", "finlfqa_demo.jsonl")), "judge": "none",
                           "bertscore_model": "offline", "max_gen_toks": DEMO_ANSWER_TOKENS},
         arguments=("--gen_kwargs", f"max_gen_toks={DEMO_ANSWER_TOKENS}", "--confirm_run_unsafe_code"),
     ),

@@ -34,7 +34,7 @@ _SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "doctor": ("lm_eval_fin.harness.doctor", "print what is installed and usable here (models, vllm, sandbox, a judge)"),
 }
 # subcommands whose main also takes the benchmarks
-_WITH_BENCHMARKS = ("score", "report", "agreement")
+_WITH_BENCHMARKS = ("score", "report", "agreement", "rerank")
 # subcommands that use a judge, so take --judge and its options
 _WITH_JUDGE = ("score", "build", "rerank", "doctor")
 _FOLDERS = {
@@ -159,11 +159,6 @@ def run_subcommand(args: argparse.Namespace) -> int:
             from lm_eval_fin.benchmarks import all_benchmarks
 
             return int(module.main(args, all_benchmarks()) or 0)
-        if args.command == "rerank":
-            # the command is FinCARDS'; reading a chunk-ranking file is FinAgentBench's
-            from lm_eval_fin.benchmarks.fin_agentbench.queries import read_queries
-
-            return int(module.main(args, read_queries) or 0)
         return int(module.main(args) or 0)
     except (JudgeSpecError, JudgeConfigError) as exc:
         print(f"lm-eval-fin {args.command}: error: {one_line(exc, 600)}", file=sys.stderr)

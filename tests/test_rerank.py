@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lm_eval_fin.benchmarks.fin_agentbench.queries import queries_from_records, read_queries
+from lm_eval_fin.benchmarks import all_benchmarks
+from lm_eval_fin.benchmarks.fin_agentbench.queries import queries_from_records
 from lm_eval_fin.jsontext import as_enum, as_id, parse_json_object
 from lm_eval_fin.rerank import (
     VARIANTS,
@@ -914,7 +915,7 @@ def _args(**overrides):
 def test_cli_bm25_writes_rankings_and_prints_scores(tmp_path, capsys):
     data = write_filing(tmp_path / "chunks.jsonl")
     out = tmp_path / "run.jsonl"
-    assert cli.main(_args(data=data, variant="bm25", out=out, judge=""), read_queries) == 0
+    assert cli.main(_args(data=data, variant="bm25", out=out, judge=""), all_benchmarks()) == 0
     printed = capsys.readouterr().out
     lines = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["id"] for r in lines] == ["q-trend", "q-define"]
@@ -930,7 +931,7 @@ def test_cli_gain_switch_reaches_the_scores_and_the_summary(tmp_path, capsys):
     runs = {}
     for gain in ("exponential", "linear"):
         out = tmp_path / f"{gain}.jsonl"
-        assert cli.main(_args(data=data, variant="bm25", out=out, judge="", gain=gain), read_queries) == 0
+        assert cli.main(_args(data=data, variant="bm25", out=out, judge="", gain=gain), all_benchmarks()) == 0
         printed = capsys.readouterr().out
         assert "MAP@10 MAPh@10" in " ".join(printed.split()) and "MAPh@10: over the relevant chunks found" in printed
         runs[gain] = {json.loads(line)["id"]: json.loads(line) for line in out.read_text().splitlines()}
@@ -958,7 +959,7 @@ def test_cli_gain_switch_reaches_the_scores_and_the_summary(tmp_path, capsys):
 def test_cli_records_without_qrel_get_rankings_and_a_note(tmp_path, capsys):
     data = write_filing(tmp_path / "chunks.jsonl", with_qrel=False)
     out = tmp_path / "run.jsonl"
-    assert cli.main(_args(data=data, variant="bm25", out=out, judge=""), read_queries) == 0
+    assert cli.main(_args(data=data, variant="bm25", out=out, judge=""), all_benchmarks()) == 0
     assert "no qrel" in capsys.readouterr().out
     assert all(json.loads(line)["scores"] is None for line in out.read_text().splitlines())
 
@@ -966,7 +967,7 @@ def test_cli_records_without_qrel_get_rankings_and_a_note(tmp_path, capsys):
 def test_cli_prints_the_cost_of_each_stage(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli, "load_judge", lambda spec, options: LexicalJudge())
     data = write_filing(tmp_path / "chunks.jsonl")
-    assert cli.main(_args(data=data, variant="all", judge="test:lexical"), read_queries) == 0
+    assert cli.main(_args(data=data, variant="all", judge="test:lexical"), all_benchmarks()) == 0
     printed = capsys.readouterr().out.splitlines()
     stage_lines = {line.split()[0]: line for line in printed if line.startswith("  ") and "calls" in line}
     assert list(stage_lines) == ["cards", "intent", "llm", "screening", "tournament"]
@@ -978,11 +979,11 @@ def test_cli_prints_the_cost_of_each_stage(tmp_path, capsys, monkeypatch):
 def test_cli_errors_are_clear(tmp_path, capsys, monkeypatch):
     monkeypatch.delenv("LM_EVAL_FIN_JUDGE", raising=False)
     data = write_filing(tmp_path / "chunks.jsonl")
-    assert cli.main(_args(data=data, variant="full", judge=""), read_queries) == 2
+    assert cli.main(_args(data=data, variant="full", judge=""), all_benchmarks()) == 2
     assert "need a judge" in capsys.readouterr().err
-    assert cli.main(_args(data=tmp_path / "missing.jsonl", variant="bm25", judge=""), read_queries) == 2
+    assert cli.main(_args(data=tmp_path / "missing.jsonl", variant="bm25", judge=""), all_benchmarks()) == 2
     (tmp_path / "bad.jsonl").write_text("not json\n")
-    assert cli.main(_args(data=tmp_path / "bad.jsonl", variant="bm25", judge=""), read_queries) == 2
+    assert cli.main(_args(data=tmp_path / "bad.jsonl", variant="bm25", judge=""), all_benchmarks()) == 2
     assert "not JSON" in capsys.readouterr().err
 
 
@@ -1031,7 +1032,7 @@ def test_cli_keeps_the_paper_filing_types_and_records_them(tmp_path, capsys):
              "qrel": {"1": 1}}
     data = write_jsonl(tmp_path / "chunks.jsonl", [*filing_records(doc_type="10-K"), eight_k, cover])
     out = tmp_path / "run.jsonl"
-    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--out", out, "--judge", ""]), read_queries) == 0
+    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--out", out, "--judge", ""]), all_benchmarks()) == 0
     printed = capsys.readouterr().out
     assert "document types 10-K, 10-Q: 3 of 4 queries kept (10-K 2, 10-Q 1; type read from: field 2, cover page 1); " \
            "dropped 8-K 1" in printed
@@ -1039,9 +1040,9 @@ def test_cli_keeps_the_paper_filing_types_and_records_them(tmp_path, capsys):
     assert [(r["id"], r["doc_type"]) for r in records] == [("q-trend", "10-K"), ("q-define", "10-K"), ("q-cover", "10-Q")]
     summary = json.loads((tmp_path / "run.summary.json").read_text())
     assert summary["doc_types"]["wanted"] == ["10-K", "10-Q"] and summary["doc_types"]["dropped_by_type"] == {"8-K": 1}
-    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--doc_types", "all", "--judge", ""]), read_queries) == 0
+    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--doc_types", "all", "--judge", ""]), all_benchmarks()) == 0
     assert "document types all: 4 of 4 queries kept" in capsys.readouterr().out
-    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--doc_types", "DEF14A", "--judge", ""]), read_queries) == 2
+    assert cli.main(_parse(["--data", data, "--variant", "bm25", "--doc_types", "DEF14A", "--judge", ""]), all_benchmarks()) == 2
     assert "no query left" in capsys.readouterr().err
 
 
@@ -1064,11 +1065,11 @@ def test_cli_with_the_judge_down_prints_no_scores_exits_1_and_resumes_from_the_c
     fast = ["--judge_max_retries", "0", "--judge_backoff", "0", "--judge_timeout", "5"]
     argv = ["--data", data, "--variant", "all", "--out", tmp_path / "run.jsonl", *fast]
     # a server that does not answer at all is known before any work: one line, status 2
-    assert cli.main(_parse([*argv, "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m"]), read_queries) == 2
+    assert cli.main(_parse([*argv, "--judge", f"openai:http://127.0.0.1:{closed_port()}/v1#m"]), all_benchmarks()) == 2
     assert "no answer from" in capsys.readouterr().err and not (tmp_path / "run.jsonl").exists()
     # one that answers, but only errors, fails every request it gets
     with ServerProcess(fail_rate=1.0) as failing:
-        assert cli.main(_parse([*argv, "--judge", f"openai:{failing.base_url}#m"]), read_queries) == 1
+        assert cli.main(_parse([*argv, "--judge", f"openai:{failing.base_url}#m"]), all_benchmarks()) == 1
     captured = capsys.readouterr()
     rows = _table_rows(captured.out)
     assert rows["bm25"][1] != "-" and all(rows[v][1:5] == ["-", "-", "-", "-"] for v in VARIANTS[1:]), captured.out
@@ -1085,20 +1086,20 @@ def test_cli_with_the_judge_down_prints_no_scores_exits_1_and_resumes_from_the_c
 
     with ServerProcess(reply=EVERY_KIND) as server:
         judge = ["--judge", f"openai:{server.base_url}#m"]
-        assert cli.main(_parse([*argv, *judge]), read_queries) == 0
+        assert cli.main(_parse([*argv, *judge]), all_benchmarks()) == 0
         first_calls = server.stats()["calls"]
         out = capsys.readouterr().out
         assert "0 failed, 0 unparsable" in out and "\n  cards" in out
         rows = _table_rows(out)
         assert all(rows[v][8] == "2/2" and rows[v][1] != "-" for v in VARIANTS)
-        assert cli.main(_parse([*argv, *judge]), read_queries) == 0  # every answer from the cache now
+        assert cli.main(_parse([*argv, *judge]), all_benchmarks()) == 0  # every answer from the cache now
         assert server.stats()["calls"] == first_calls
 
 
 def test_cli_exits_1_when_answers_stay_unparsable(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(cli, "load_judge", lambda spec, options: LexicalJudge(broken={"fincards_intent"}))
     data = write_filing(tmp_path / "chunks.jsonl")
-    assert cli.main(_parse(["--data", data, "--variant", "s1+s2", "--judge", "x", "--max_attempts", "2"]), read_queries) == 1
+    assert cli.main(_parse(["--data", data, "--variant", "s1+s2", "--judge", "x", "--max_attempts", "2"]), all_benchmarks()) == 1
     captured = capsys.readouterr()
     assert captured.err.strip() == (
         "lm-eval-fin rerank: 2 answers stayed unparsable after 2 attempts (intent 2); their fallbacks stood in and "

@@ -70,6 +70,8 @@ class Benchmark:
     hub_dataset: str | None = None
     view: Any = None
     demo: Demo | None = None
+    # the FinCARDS queries of a data file of its ranking tasks, for `lm-eval-fin rerank` (None: it has none)
+    rerank_queries: Callable[[str], list] | None = None
 
     def __post_init__(self) -> None:
         for task, names in self.headline.items():

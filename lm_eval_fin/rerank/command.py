@@ -35,7 +35,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -293,13 +293,16 @@ def write_outputs(path: str, run: RunResult, summary: dict[str, Any]) -> Path:
     return summary_path
 
 
-def main(args: argparse.Namespace, read_queries: Callable[[str], list[Query]]) -> int:
-    """The command; ``read_queries(path)``: the queries of a chunk-ranking file or folder
-    (ValueError or OSError with one line when it cannot be read)."""
+def main(args: argparse.Namespace, benchmarks: Sequence[Any]) -> int:
+    """The command, on the queries the benchmark that has them reads from ``args.data``
+    (its ``rerank_queries(path)``: ValueError or OSError with one line when it cannot be read)."""
     problems: list[Problem] = []
     every: list[Query] = []
+    readers = [b.rerank_queries for b in benchmarks if getattr(b, "rerank_queries", None) is not None]
     try:
-        every = read_queries(args.data)
+        if not readers:
+            raise ValueError("no benchmark here has queries to rerank")
+        every = readers[0](args.data)
     except (ValueError, OSError) as exc:
         problems.append(Problem(str(exc)))
     for name in ("k", "max_attempts", "llm_chunk_chars", "llm_prompt_chars", "raw_chars", "rounds"):

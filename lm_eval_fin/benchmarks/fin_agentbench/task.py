@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lm_eval_fin.benchmarks import demo_data
-from lm_eval_fin.benchmarks.fin_agentbench import data, metrics
+from lm_eval_fin.benchmarks.fin_agentbench import data, metrics, queries
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import fit_chunks
 from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, read_ranking, score_ranking
 from lm_eval_fin.benchmarks.fin_agentbench.view import VIEW
@@ -147,6 +147,7 @@ BENCHMARK = Benchmark(
     metrics=metrics.METRICS,
     view=VIEW,
     headline=metrics.HEADLINE,
+    rerank_queries=queries.read_queries,
     demo=Demo(
         metadata=lambda: {"data_path": str(demo_data("fin_agentbench"))},
         notes={"fin_agentbench_chunk": "a 135M model seldom writes an index list for a 12-chunk prompt: its parse "

@@ -14,22 +14,21 @@ import math
 import pytest
 
 from lm_eval_fin import paths, records
-from lm_eval_fin.benchmarks import demo_data
+from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.harness import stage, taskfiles
+from lm_eval_fin.owners import owner_of
 
-DATA = {
-    "fin_agentbench": lambda: {"data_path": str(demo_data("fin_agentbench"))},
-    "fin_ems": lambda: {"data_path": str(demo_data("fin_ems")), "judge": "none", "bertscore_model": "offline"},
-    "fin_lfqa": lambda: {"data_path": str(demo_data("fin_lfqa", "finlfqa_demo.jsonl")), "judge": "none",
-                         "bertscore_model": "offline"},
-}
+BENCHMARKS = all_benchmarks()
 TASKS = sorted(taskfiles.task_configs())
 ANSWERS = ("", "1. Revenue rose 12% to $5.1 billion.\n   Evidence: ABC [1]\n   Code: none\n   Knowledge: []",
            "[2, 0, 1]")
 
 
-def benchmark_of(task):
-    return next(name for name in DATA if task == name or task.startswith((name + "_", name + "-")))
+def demo_metadata(task):
+    """The ``--metadata`` of the demo run of the benchmark that owns ``task`` (its shipped sample)."""
+    benchmark = owner_of(task, BENCHMARKS)
+    assert benchmark is not None and benchmark.demo is not None, f"{task}: no benchmark with a demo sample owns it"
+    return benchmark.demo.metadata()
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +52,7 @@ def loaded(refine_wrapper):
             if task == "fin_lfqa-test":  # answers private: the task loads for --predict_only runs only
                 patch.setenv(stage.PREDICT_ONLY_ENV, "1")
             manager = TaskManager(include_path=str(paths.tasks_dir()), include_defaults=False,
-                                  metadata=DATA[benchmark_of(task)]())
+                                  metadata=demo_metadata(task))
             tasks[task] = manager.load([task])["tasks"][task]
             patch.setenv(stage.PREDICT_ONLY_ENV, "0")
     return tasks

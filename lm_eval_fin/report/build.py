@@ -49,22 +49,13 @@ def build_report(
     return build_leaderboard(runs, unreadable, by_folder, settings, Catalog(benchmarks))
 
 
-def write_report(
-    results_dirs: Sequence[str | os.PathLike],
-    output_path: str | os.PathLike,
-    names: Sequence[str] | None = None,
-    title: str = DEFAULT_TITLE,
-    settings: Settings | None = None,
-    benchmarks: Iterable[Any] = (),
-    export_dir: str | os.PathLike | None = None,
-    agreement: JudgeAgreement | None = None,
-) -> Path:
+def write_report(results_dirs: Sequence[str | os.PathLike], output_path: str | os.PathLike, **options: Any) -> Path:
     """Write ``index.html``, its answers pages, ``leaderboard.md`` and ``leaderboard.csv`` of the runs under
     ``results_dirs`` (lm-eval ``--output_path`` folders) into ``output_path``; returns the
     path of ``index.html``. Runs that cannot be read are listed on the page and in the
-    Markdown; use :func:`write_report_files` for the leaderboard and the timing too."""
-    report = write_report_files(results_dirs, output_path, names, title, settings, benchmarks, export_dir, agreement)
-    return report.files["index.html"]
+    Markdown. ``options``: those of :func:`write_report_files`, which also returns the
+    leaderboard and the timing."""
+    return write_report_files(results_dirs, output_path, **options).files["index.html"]
 
 
 def write_report_files(

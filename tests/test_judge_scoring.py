@@ -147,7 +147,7 @@ def test_without_a_judge_the_replay_runs_the_sandbox_once_allowed(tmp_path, caps
     assert "judge_score" not in figures and "judge_failure" not in figures  # absent: nothing was judged
     assert figures["code_exec_rate"] == 1.0 and figures["code_per_answer"] == 0.5
     with_code_line, plain = strict_samples(scored.tasks["fin_lfqa"].samples_path)
-    assert with_code_line["code_exec_rate"] == 1.0 and "code_exec_rate" not in plain  # no snippet: undefined
+    assert with_code_line["code_exec_rate"] == 1.0 and plain["code_exec_rate"] is None  # no snippet: undefined (null)
     assert records.decode(with_code_line["filtered_resps"])["code"][0]["value"] == "25.0"
 
 

@@ -2,7 +2,8 @@
 against matplotlib's for the same chart.
 
 Base runs are real: `lm-eval-fin run` with the embedded model on the shipped demo data
-(fin_agentbench_doc greedy and sampled, fin_ems offline; all documents) unless
+(fin_agentbench_doc greedy and sampled, fin_ems offline; the first 6 and 4 documents, the
+samples' sizes before they grew to 10+, so the figures stay comparable) unless
 ``--runs DIR ...`` names existing lm-eval output folders. Twenty runs are synthesised by
 copying them round-robin under another model name and perturbing every per-sample score (and
 lm-eval's figures with them), so each copy reads like a real run of another model: twenty
@@ -50,15 +51,20 @@ def lm_eval_fin_run(out: Path, task: str, metadata: dict, extra: list[str]) -> P
     return out
 
 
+# documents per base run: the demo samples' sizes before they grew (their first rows are those)
+DOC_LIMIT, EMS_LIMIT = 6, 4
+
+
 def base_runs(root: Path) -> list[Path]:
     agentbench = {"data_path": str(demo_data("fin_agentbench"))}
     ems = {"data_path": str(demo_data("fin_ems")), "judge": "none", "bertscore_model": "offline",
            "max_gen_toks": 64}
+    doc_limit = ["--limit", str(DOC_LIMIT)]
     return [
-        lm_eval_fin_run(root / "greedy", "fin_agentbench_doc", agentbench, []),
+        lm_eval_fin_run(root / "greedy", "fin_agentbench_doc", agentbench, doc_limit),
         lm_eval_fin_run(root / "sampled", "fin_agentbench_doc", agentbench,
-                        ["--gen_kwargs", "do_sample=True,temperature=1.0", "--seed", "7"]),
-        lm_eval_fin_run(root / "ems", "fin_ems", ems, ["--gen_kwargs", "max_gen_toks=64"]),
+                        [*doc_limit, "--gen_kwargs", "do_sample=True,temperature=1.0", "--seed", "7"]),
+        lm_eval_fin_run(root / "ems", "fin_ems", ems, ["--limit", str(EMS_LIMIT), "--gen_kwargs", "max_gen_toks=64"]),
     ]
 
 

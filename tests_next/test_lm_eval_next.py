@@ -1,5 +1,5 @@
 """Every task on lm-eval's pre-release (``.venv-next``, made by ``make install-next``; ``make
-test`` makes it): the real ``lm_eval run`` of that venv with lm-eval's ``dummy`` model on the
+test-next`` makes it and runs this folder): the real ``lm_eval run`` of that venv with lm-eval's ``dummy`` model on the
 shipped samples. lm-eval 0.5 bootstraps a standard error for every aggregation but its ``mean``
 (our ``total`` included) and hands the bootstrap the same values it logs: a None there stopped
 fin_ems and fin_lfqa after generation. The results must come out whole, in strict JSON, with a

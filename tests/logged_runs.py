@@ -73,7 +73,9 @@ def read_task_run(folder: Path, task: str, model: str | None = None) -> tuple[ru
     """The newest run of ``task`` under ``folder`` (by lm-eval's model, when given) and its
     samples lines, read with :mod:`lm_eval_fin.runfiles`. Checked on the way: both files are
     strict JSON; a metric of the task's metric_list is a number where the run (in the results)
-    or the document (in its sample) defines it, and absent where not, never null."""
+    or the document (in its sample) defines it; where not, absent from the results, and in a
+    sample absent (a bare ``lm_eval`` run) or null (``lm-eval-fin run`` writes every listed
+    metric), never in lm-eval's own ``metrics`` list of the sample."""
     runs, _ = runfiles.read_results_dirs([folder])
     runs = [run for run in runs if task in run.tasks and (model is None or run.config.get("model") == model)]
     assert runs, f"no run of {task} under {folder}"
@@ -86,7 +88,8 @@ def read_task_run(folder: Path, task: str, model: str | None = None) -> tuple[ru
     lines = [strict_json(line) for line in run.tasks[task].samples_path.read_text(encoding="utf-8").splitlines()]
     for line in lines:
         for name in listed:
-            assert isinstance(line.get(name, 0.0), (int, float)), (name, line[name])
+            value = line.get(name)
+            assert isinstance(value, (int, float)) or (value is None and name not in line["metrics"]), (name, value)
         assert set(line["metrics"]) <= set(listed)
     return run, lines
 

@@ -5,12 +5,12 @@ answer against the reference, and the judge's verdict that the answer is correct
 from __future__ import annotations
 
 from lm_eval_fin.agreement.criteria import Criterion
-from lm_eval_fin.agreement.criteria import Scale as Rating
+from lm_eval_fin.agreement.criteria import RatingScale
 from lm_eval_fin.harness.metrics import JudgedMetric, Metric, agreement_family
 from lm_eval_fin.scales import share
 
 # a person's label and the judge's verdict alike: 0 (wrong) or 1 (correct)
-CORRECT = Rating(0, 1, ordinal=True)
+CORRECT = RatingScale(0, 1, ordinal=True)
 
 METRICS: tuple[Metric, ...] = (
     Metric("exact_match", True, share("accuracy"), "1 where the answer, normalised, is the reference"),

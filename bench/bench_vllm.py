@@ -78,8 +78,8 @@ def agentbench_requests(lm) -> tuple[list, float]:
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_fin import paths
     from lm_eval_fin.benchmarks import demo_data
+    from lm_eval_fin.plumbing import paths
 
     calls = []
     generate_until = lm.generate_until
@@ -349,7 +349,7 @@ def served_rows(lm, requests: list, model: str) -> list[dict]:
 def measure(model: str | None, dtype: str) -> list[dict]:
     from lm_eval.models.vllm_causallms import VLLM
 
-    from lm_eval_fin import paths
+    from lm_eval_fin.plumbing import paths
 
     model = model or str(paths.embedded_model())
     cpu = _on_cpu()

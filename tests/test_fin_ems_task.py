@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from lm_eval_fin import records
 from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.benchmarks.fin_ems import prompt, task
 from lm_eval_fin.harness import stage, taskfiles
 from lm_eval_fin.harness.fitting import prompt_fitter
 from lm_eval_fin.harness.settings import RunSettings, SettingsError
+from lm_eval_fin.outputs import records
 
 DEMO = str(demo_data("fin_ems"))
 

@@ -15,7 +15,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lm_eval_fin.benchmarks import demo_data
-from lm_eval_fin.cleantext import one_line, printable
 from lm_eval_fin.judge import (
     BatchStats,
     JudgeOptions,
@@ -29,6 +28,7 @@ from lm_eval_fin.judge import (
 from lm_eval_fin.judge.cache import CachedAnswer, JudgeCache, cache_key, default_cache_path
 from lm_eval_fin.judge.core import RETRY_TEMPERATURE, CachedJudge, resolve_request
 from lm_eval_fin.judge.openai_backend import request_payload, retry_after_seconds
+from lm_eval_fin.text.cleantext import one_line, printable
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 

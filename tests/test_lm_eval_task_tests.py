@@ -22,10 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import paths
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.harness import stage, taskfiles
-from lm_eval_fin.owners import owns
+from lm_eval_fin.outputs.owners import owns
+from lm_eval_fin.plumbing import paths
 
 LM_EVAL_SDISTS = Path(__file__).resolve().parents[1] / ".cache" / "lm-eval"
 RIG = Path(__file__).parent / "lm_eval_rig"

@@ -18,7 +18,7 @@ from lm_eval_fin.harness.metrics import (
     agreement_family,
     metric_list_problems,
 )
-from lm_eval_fin.scales import scale_of, share, total
+from lm_eval_fin.measures.scales import scale_of, share, total
 
 BENCHMARKS = all_benchmarks()
 

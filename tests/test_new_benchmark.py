@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from lm_eval_fin import records
+from lm_eval_fin.outputs import records
 from tests.openai_server import ServerThread
 
 REPO = Path(__file__).resolve().parent.parent

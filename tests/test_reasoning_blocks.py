@@ -7,7 +7,6 @@ from functools import partial
 
 import pytest
 
-from lm_eval_fin import records
 from lm_eval_fin.benchmarks.fin_lfqa import judge as lfqa_judge
 from lm_eval_fin.benchmarks.fin_lfqa import refine
 from lm_eval_fin.builders import earnings_call
@@ -15,6 +14,7 @@ from lm_eval_fin.ems.parsing import parse_match, parse_points, parse_score, pars
 from lm_eval_fin.harness import stage
 from lm_eval_fin.harness.settings import read_settings
 from lm_eval_fin.judge import JudgeRequest, JudgeResponse, complete_parsed_answers
+from lm_eval_fin.outputs import records
 from lm_eval_fin.rerank import corecard
 from lm_eval_fin.rerank.cards import parse_card
 from lm_eval_fin.rerank.intent import parse_intent

@@ -13,10 +13,11 @@ import math
 
 import pytest
 
-from lm_eval_fin import paths, records
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.harness import stage, taskfiles
-from lm_eval_fin.owners import owner_of
+from lm_eval_fin.outputs import records
+from lm_eval_fin.outputs.owners import owner_of
+from lm_eval_fin.plumbing import paths
 
 BENCHMARKS = all_benchmarks()
 TASKS = sorted(taskfiles.task_configs())

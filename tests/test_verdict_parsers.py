@@ -183,7 +183,7 @@ def test_screening_reply_that_is_not_a_selection_is_unreadable(reply):
 
 
 def test_answer_part_and_scale_ends():
-    from lm_eval_fin.replies import answer_part, is_scale
+    from lm_eval_fin.text.replies import answer_part, is_scale
 
     assert answer_part("a</think>b</think>c") == "c"
     assert answer_part("plain") == "plain"

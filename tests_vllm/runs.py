@@ -21,8 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from lm_eval_fin import textsim
 from lm_eval_fin.benchmarks import demo_data
+from lm_eval_fin.measures import textsim
 from tests_vllm.processes import Run, run_cli
 from tests_vllm.served import VLLMServer
 

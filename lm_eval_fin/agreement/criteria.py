@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lm_eval_fin.owners import owner_of
+from lm_eval_fin.outputs.owners import owner_of
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class Family:
 
 def family_of(task: str, families: Iterable[Family]) -> Family | None:
     """The family of ``families`` that owns ``task``, by the benchmarks' rule
-    (:func:`lm_eval_fin.owners.owner_of`: its variants too); None for a task none judges."""
+    (:func:`lm_eval_fin.outputs.owners.owner_of`: its variants too); None for a task none judges."""
     return owner_of(task, families)
 
 

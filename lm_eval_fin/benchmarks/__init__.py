@@ -24,8 +24,8 @@ import importlib.util
 import pkgutil
 from pathlib import Path
 
-from lm_eval_fin import paths
 from lm_eval_fin.harness.benchmark import Benchmark
+from lm_eval_fin.plumbing import paths
 
 
 def all_benchmarks() -> tuple[Benchmark, ...]:

@@ -60,8 +60,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin.jsonl import read_jsonl
 from lm_eval_fin.judge.base import chat_request, prompt_hash
+from lm_eval_fin.plumbing.jsonl import read_jsonl
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ import math
 import re
 from typing import Any
 
-from lm_eval_fin.jsontext import json_values
-from lm_eval_fin.replies import is_scale
+from lm_eval_fin.text.jsontext import json_values
+from lm_eval_fin.text.replies import is_scale
 
 _SIGNED = r"[-−]?\d+(?:\.\d+)?"
 _NO_MATCH_WORDS = re.compile(r"\b(none|null|no match|no matching|not matched|nothing)\b", re.IGNORECASE)

@@ -19,8 +19,8 @@ from lm_eval_fin.harness.metrics import of_task as metrics_of_task
 from lm_eval_fin.harness.settings import RunSettings, Setting, check_usable, settings_of
 from lm_eval_fin.harness.stage import BatchScore, Keep, filter_function
 from lm_eval_fin.harness.task import as_dataset
-from lm_eval_fin.owners import owner_of
-from lm_eval_fin.scales import Scale
+from lm_eval_fin.measures.scales import Scale
+from lm_eval_fin.outputs.owners import owner_of
 
 # documents(settings) -> (the task's documents, the settings they run with)
 Documents = Callable[[RunSettings], tuple[Sequence[dict[str, Any]], RunSettings]]
@@ -88,7 +88,7 @@ class Benchmark:
 
     @property
     def scales(self) -> dict[str, Scale]:
-        """What each metric's values can be (:mod:`lm_eval_fin.scales`: metric-name pattern -> scale)."""
+        """What each metric's values can be (:mod:`lm_eval_fin.measures.scales`: metric-name pattern -> scale)."""
         return scale_table(self.metrics)
 
     def task_metrics(self, task: str) -> list[Metric]:
@@ -128,5 +128,5 @@ class Benchmark:
 
 
 def benchmark_of(task: str, benchmarks: Sequence[Benchmark]) -> Benchmark | None:
-    """The benchmark that owns ``task`` (:func:`lm_eval_fin.owners.owner_of`)."""
+    """The benchmark that owns ``task`` (:func:`lm_eval_fin.outputs.owners.owner_of`)."""
     return owner_of(task, benchmarks)

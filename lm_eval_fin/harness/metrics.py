@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lm_eval_fin.agreement.criteria import Criterion, Family, PointRatings
-from lm_eval_fin.scales import Scale, share, total
+from lm_eval_fin.measures.scales import Scale, share, total
 
 MEAN = "mean"  # lm-eval's mean over the documents where the value is defined
 TOTAL = "total"  # the sum over the documents (``!function utils.total`` in the YAML)
@@ -78,7 +78,7 @@ def of_task(metrics: Iterable[Metric], task: str) -> list[Metric]:
 
 
 def scale_table(metrics: Iterable[Metric]) -> dict[str, Scale]:
-    """Metric-name pattern -> scale, as :func:`lm_eval_fin.scales.scale_of` reads it (each
+    """Metric-name pattern -> scale, as :func:`lm_eval_fin.measures.scales.scale_of` reads it (each
     name matches itself only)."""
     return {re.escape(metric.name): metric.scale for metric in metrics}
 
@@ -120,7 +120,7 @@ def metric_list_problems(task: str, metrics: Sequence[Metric], metric_list: Sequ
 # the metrics every benchmark's tasks may share: how a run went rather than how good its answers are
 DEGENERATE_ANSWER = Metric(
     "degenerate_answer", False, share("failure_rate"),
-    "1 where the answer does not answer: empty, a loop, an echo of the prompt (lm_eval_fin.degenerate) or, for a "
+    "1 where the answer does not answer: empty, a loop, an echo of the prompt (lm_eval_fin.measures.degenerate) or, for a "
     "ranking, the candidates in the order given; the mean is the task's rate",
 )
 TRUNCATED_ANSWERS = Metric(

@@ -55,12 +55,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse, RequestUsage
 from lm_eval_fin.judge.cache import CachedAnswer, Claimant, JudgeCache, JudgeCacheError, cache_key, oversized_reply
 from lm_eval_fin.judge.options import JUDGE_ENV, JudgeOptions, resolve_options
 from lm_eval_fin.judge.spec import JudgeSpec, backend_kind, parse_spec
-from lm_eval_fin.replies import answer_part
+from lm_eval_fin.text.cleantext import one_line
+from lm_eval_fin.text.replies import answer_part
 
 logger = logging.getLogger("lm_eval_fin.judge")
 
@@ -397,7 +397,7 @@ class CachedJudge(Judge):
 def _safe_parse(parse: Callable[[str], T | None], text: str) -> T | None:
     """``parse`` of the reply's answer part: where every judge reply reaches its parser, a
     reasoning block (``<think>...</think>``) is stripped, once for every parser
-    (:func:`~lm_eval_fin.replies.answer_part`; a reply cut off while thinking gives ``""``).
+    (:func:`~lm_eval_fin.text.replies.answer_part`; a reply cut off while thinking gives ``""``).
     A parser that raises counts as a parse failure, never as a crash."""
     try:
         return parse(answer_part(text))

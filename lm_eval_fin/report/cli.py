@@ -12,9 +12,9 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.agreement.criteria import families_of
 from lm_eval_fin.agreement.figures import AgreementFileError
+from lm_eval_fin.plumbing import atomic, exit_status
 from lm_eval_fin.report import judge_agreement, significance
 from lm_eval_fin.report.build import DEFAULT_TITLE, write_report_files
 from lm_eval_fin.report.leaderboard import Settings

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import paths
-from lm_eval_fin.records import JUDGE_USAGE
+from lm_eval_fin.outputs.records import JUDGE_USAGE
+from lm_eval_fin.outputs.runfiles import MODEL_ID_ARGS, Run, TaskRun, run_settings, short_name
+from lm_eval_fin.plumbing import paths
 from lm_eval_fin.report import significance
 from lm_eval_fin.report.catalog import USAGE_LABELS, Catalog
-from lm_eval_fin.runfiles import MODEL_ID_ARGS, Run, TaskRun, run_settings, short_name
 
 SEED_FIELDS = ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")
 LM_EVAL_SEEDS = [0, 1234, 1234, 1234]  # lm-eval's defaults of those seeds
@@ -317,7 +317,7 @@ _OLD_SHIPPED_PARTS = ("lm_eval_fin", "data")
 
 def _shipped_data(value: Any) -> bool:
     """Whether a data_path is a benchmark package's shipped demo sample (synthetic), here or on
-    the machine that logged it (:func:`lm_eval_fin.paths.shipped_demo`)."""
+    the machine that logged it (:func:`lm_eval_fin.plumbing.paths.shipped_demo`)."""
     if not isinstance(value, str) or not value:
         return False
     path = Path(value)

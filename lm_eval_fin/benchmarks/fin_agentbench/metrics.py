@@ -11,7 +11,7 @@ from lm_eval_fin.harness.metrics import (
     Metric,
     truncated_documents,
 )
-from lm_eval_fin.scales import share
+from lm_eval_fin.measures.scales import share
 
 CUTOFFS = (5, 10)
 CHUNK_TASK = "fin_agentbench_chunk"

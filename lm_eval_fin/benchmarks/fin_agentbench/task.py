@@ -19,7 +19,6 @@ from lm_eval_fin.benchmarks.fin_agentbench import data, metrics, queries
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import fit_chunks
 from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, read_ranking, score_ranking
 from lm_eval_fin.benchmarks.fin_agentbench.view import VIEW
-from lm_eval_fin.degenerate import in_input_order
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
 from lm_eval_fin.harness.fitting import PromptFitter, prompt_fitter
@@ -27,7 +26,8 @@ from lm_eval_fin.harness.preflight import UnscorableData
 from lm_eval_fin.harness.settings import RunSettings, Setting, SettingsError, one_of, optional, positive_int, text
 from lm_eval_fin.harness.stage import predict_only
 from lm_eval_fin.harness.task import degenerate_answer, metric_values, require_data_path, scored_record, total
-from lm_eval_fin.ranking import GAINS
+from lm_eval_fin.measures.degenerate import in_input_order
+from lm_eval_fin.measures.ranking import GAINS
 
 logger = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from lm_eval_fin.harness.metrics import (
     agreement_family,
     truncated_documents,
 )
-from lm_eval_fin.scales import SIMILARITY, Scale, share
+from lm_eval_fin.measures.scales import SIMILARITY, Scale, share
 
 TASK = "fin_ems"
 _UNIT = RatingScale(0, 1)

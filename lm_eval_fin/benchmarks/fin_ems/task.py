@@ -30,7 +30,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import textsim
 from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.benchmarks.fin_ems import data, metrics, prompt, score
 from lm_eval_fin.benchmarks.fin_ems.view import VIEW
@@ -42,6 +41,7 @@ from lm_eval_fin.harness.fitting import prompt_fitter
 from lm_eval_fin.harness.settings import RunSettings, Setting, bertscore_setting, one_of, optional, positive_int, text
 from lm_eval_fin.harness.stage import Judged, JudgeWork, judge_stage
 from lm_eval_fin.harness.task import degenerate_answer, metric_values, require_data_path, scored_record, total
+from lm_eval_fin.measures import textsim
 
 logger = logging.getLogger(__name__)
 

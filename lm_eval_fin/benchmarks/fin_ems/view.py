@@ -10,8 +10,8 @@ from typing import Any
 
 from lm_eval_fin.benchmarks.fin_ems import score
 from lm_eval_fin.ems.pipeline import run_ems
+from lm_eval_fin.outputs.runfiles import Sample, run_settings
 from lm_eval_fin.report import blocks as ui
-from lm_eval_fin.runfiles import Sample, run_settings
 
 OFFLINE_BERTSCORE = "offline"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lm_eval_fin.jsontext import json_values
 from lm_eval_fin.judge import ParsedAnswer, chat_request, complete_parsed_answers, prompt_hash
-from lm_eval_fin.replies import is_scale
+from lm_eval_fin.text.jsontext import json_values
+from lm_eval_fin.text.replies import is_scale
 
 JUDGE_CRITERIA = ("accuracy", "numerical_correctness", "evidence_entailment")
 JUDGE_MAX_TOKENS = 128  # the reply is a short JSON object; judge_max_tokens overrides it

@@ -18,8 +18,8 @@ from lm_eval_fin.harness.metrics import (
     agreement_family,
     truncated_documents,
 )
+from lm_eval_fin.measures.scales import POINTS, SIMILARITY, Scale, count, share, total
 from lm_eval_fin.sandbox import FAILURE_CATEGORIES
-from lm_eval_fin.scales import POINTS, SIMILARITY, Scale, count, share, total
 
 ITERATIVE = "fin_lfqa-iterative"
 # each criterion an integer on the judge's scale; the judge score is their sum

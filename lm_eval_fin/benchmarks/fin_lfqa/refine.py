@@ -31,7 +31,7 @@ from lm_eval_fin.benchmarks.fin_lfqa import prompt
 from lm_eval_fin.benchmarks.fin_lfqa.score import CODE_TIMEOUT_S
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.settings import RunSettings
-from lm_eval_fin.replies import answer_part
+from lm_eval_fin.text.replies import answer_part
 
 logger = logging.getLogger(__name__)
 

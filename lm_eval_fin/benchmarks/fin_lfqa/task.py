@@ -24,7 +24,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import textsim
 from lm_eval_fin.benchmarks import demo_data
 from lm_eval_fin.benchmarks.fin_lfqa import data, judge, metrics, prompt, refine, score
 from lm_eval_fin.benchmarks.fin_lfqa.view import VIEW
@@ -44,6 +43,7 @@ from lm_eval_fin.harness.settings import (
 )
 from lm_eval_fin.harness.stage import Judged, JudgeWork, command_line_model, judge_stage, predict_only
 from lm_eval_fin.harness.task import degenerate_answer, metric_values, scored_record, total
+from lm_eval_fin.measures import textsim
 
 logger = logging.getLogger(__name__)
 

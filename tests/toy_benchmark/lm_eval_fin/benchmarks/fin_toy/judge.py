@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lm_eval_fin.jsontext import json_values
 from lm_eval_fin.judge import ParsedAnswer, chat_request, complete_parsed_answers, prompt_hash
+from lm_eval_fin.text.jsontext import json_values
 
 JUDGE_MAX_TOKENS = 32
 JUDGE_SCHEMA: dict[str, Any] = {

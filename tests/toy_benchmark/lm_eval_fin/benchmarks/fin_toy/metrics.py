@@ -4,10 +4,9 @@ answer against the reference, and the judge's verdict that the answer is correct
 
 from __future__ import annotations
 
-from lm_eval_fin.agreement.criteria import Criterion
-from lm_eval_fin.agreement.criteria import RatingScale
+from lm_eval_fin.agreement.criteria import Criterion, RatingScale
 from lm_eval_fin.harness.metrics import JudgedMetric, Metric, agreement_family
-from lm_eval_fin.scales import share
+from lm_eval_fin.measures.scales import share
 
 # a person's label and the judge's verdict alike: 0 (wrong) or 1 (correct)
 CORRECT = RatingScale(0, 1, ordinal=True)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from lm_eval_fin.outputs.runfiles import Sample
 from lm_eval_fin.report import blocks as ui
-from lm_eval_fin.runfiles import Sample
 
 
 def question(sample: Sample) -> list[ui.Block]:

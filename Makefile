@@ -15,7 +15,7 @@ LM_EVAL_SDIST_DIR := .cache/lm-eval
 export HF_HUB_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: install install-vllm install-next demo test test-next test-vllm bench clean chromium
+.PHONY: install install-vllm install-next install-eee demo test test-next test-vllm bench clean chromium
 
 $(STAMP): setup.cfg setup.py pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -75,10 +75,30 @@ $(NEXT_STAMP): setup.cfg setup.py pyproject.toml
 
 install-next: $(NEXT_STAMP)
 
+# Every Eval Ever's own lm-eval converter and validator in a venv of their own (every-eval-ever
+# needs Python >= 3.12; the package and its tests run on older ones): tests/test_lm_eval_consumers.py
+# converts a real output folder of ours with them. Wheels only: the requirements all have them, and
+# nothing is built. The wheel `make install` downloaded is taken from $(EEE_WHEEL_DIR), the
+# requirements from PyPI. The stamp names the version: a new EEE_VERSION reinstalls.
+# PYENV_VERSION: where python3.12 is a pyenv shim and 3.12 is not pyenv's chosen version, the shim
+# refuses to run; a Python that is not pyenv's ignores the variable.
+PYTHON312 ?= python3.12
+EEE_VENV := .venv-eee
+EEE_BIN := $(EEE_VENV)/bin
+EEE_STAMP := $(EEE_VENV)/.every-eval-ever-$(EEE_VERSION)
+
+$(EEE_STAMP):
+	test -x $(EEE_BIN)/python || PYENV_VERSION=3.12 $(PYTHON312) -m venv $(EEE_VENV)
+	$(EEE_BIN)/pip install -q --only-binary=:all: --find-links $(EEE_WHEEL_DIR) every-eval-ever==$(EEE_VERSION)
+	$(EEE_BIN)/python -c 'import importlib.metadata as m; assert m.version("every-eval-ever") == "$(EEE_VERSION)"'
+	touch $@
+
+install-eee: $(EEE_STAMP)
+
 demo: $(STAMP)
 	$(BIN)/lm-eval-fin demo
 
-test: $(STAMP) chromium
+test: $(STAMP) $(EEE_STAMP) chromium
 	$(BIN)/ruff check .
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest

@@ -19,6 +19,8 @@ OpenAI-compatible test server judges; lm-eval's W&B logger on, offline), then
   :func:`lm_eval_fin.harness.samples.samples_features`;
 * ``lm-eval-fin export``: Every Eval Ever records valid against the every-eval-ever schemas,
   and a model card's model-index that huggingface_hub reads;
+* Every Eval Ever's own lm-eval converter and validator (``.venv-eee``) on one model folder
+  holding a fin_lfqa run and a fin_lfqa-test run: each record gets its own task's samples;
 * ``lm-eval-fin agreement``: the judged runs against labels, through the console script.
 
 Nothing but lm-eval's model folders may be written into ``--output_path``.
@@ -28,6 +30,7 @@ import importlib
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -89,22 +92,36 @@ def wandb_dir(root: Path, name: str) -> Path:
     return folder
 
 
-@pytest.fixture(scope="module")
-def unjudged_lfqa_root(tmp_path_factory, embedded_model_dir):
-    """The --output_path of a fin_lfqa run without a judge: no judge metric in any line."""
-    root = tmp_path_factory.mktemp("unjudged")
+def unjudged_lfqa_run(output_path: Path, model_dir: Path, task: str, *selection: str) -> None:
+    """A run of a FinLFQA task on the demo file without a judge into ``output_path``: no judge
+    metric in any line. ``selection``: lm-eval's --limit or --samples, and --predict_only.
+
+    The model is named by its repository's id, a relative path linked to the embedded model's
+    folder: Every Eval Ever's converter takes ``pretrained`` for the model's id, and refuses a
+    local absolute path."""
+    link = output_path.parent / paths.EMBEDDED_MODEL_REPO
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(model_dir, target_is_directory=True)
     env = {key: value for key, value in os.environ.items() if key != "LM_EVAL_FIN_JUDGE"}
     metadata = {"data_path": str(demo_data("fin_lfqa", "finlfqa_demo.jsonl")), "judge": "none",
                 "bertscore_model": "offline"}
     done = subprocess.run(
         [BIN / "lm_eval", "run", "--include_path", str(paths.tasks_dir()), "--model", "hf", "--model_args",
-         f"pretrained={embedded_model_dir},dtype=float32", "--apply_chat_template", "--tasks", "fin_lfqa",
+         f"pretrained={paths.EMBEDDED_MODEL_REPO},dtype=float32", "--apply_chat_template", "--tasks", task,
          "--gen_kwargs", "max_gen_toks=16", "--metadata", json.dumps(metadata), "--confirm_run_unsafe_code",
-         "--limit", "2", "--output_path", str(root / "fin_lfqa"), "--log_samples"],
-        cwd=root, env=dict(env, LM_EVAL_FIN_CACHE=str(root / "cache.sqlite")), capture_output=True, text=True,
-        timeout=900)
+         *selection, "--output_path", str(output_path), "--log_samples"],
+        cwd=output_path.parent, env=dict(env, LM_EVAL_FIN_CACHE=str(output_path.parent / f"{task}.sqlite")),
+        capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    return root / "fin_lfqa"
+
+
+@pytest.fixture(scope="module")
+def unjudged_lfqa_root(tmp_path_factory, embedded_model_dir):
+    """The --output_path of a fin_lfqa run without a judge: no judge metric in any line."""
+    root = tmp_path_factory.mktemp("unjudged") / "fin_lfqa"
+    unjudged_lfqa_run(root, embedded_model_dir, "fin_lfqa", "--limit", "2")
+    return root
 
 
 def latest(paths_: list[Path]) -> Path:
@@ -343,3 +360,86 @@ def test_datasets_loads_the_samples_of_a_judged_and_an_unjudged_run_as_one_set(o
     assert loaded["judge_score"] == [None, None, 12.0, 12.0]
     assert loaded.features["judge_score"] == datasets.Value("float64")
     assert all(isinstance(value, float) for value in loaded["rouge_l"])
+
+
+# Every Eval Ever's own converter and validator, in the venv `make install-eee` makes (they need
+# Python >= 3.12); the file it leaves names the version installed
+EEE_VENV = Path(__file__).resolve().parents[1] / ".venv-eee"
+
+
+@pytest.fixture(scope="module")
+def eee_python() -> Path:
+    """.venv-eee's python (asked for first: a missing venv fails the test before the lm_eval runs)."""
+    from lm_eval_fin.export import eee
+
+    if not (EEE_VENV / f".every-eval-ever-{eee.SCHEMA_VERSION}").exists():
+        pytest.fail(f"no every-eval-ever {eee.SCHEMA_VERSION} in {EEE_VENV}: `make install-eee` installs it "
+                    "(it needs Python >= 3.12: PYTHON312=/path/to/python3.12 make install-eee)")
+    return EEE_VENV / "bin" / "python"
+
+
+@pytest.fixture(scope="module")
+def lfqa_and_lfqa_test_root(unjudged_lfqa_root, tmp_path_factory, embedded_model_dir):
+    """One model folder holding fin_lfqa's unjudged run (documents 0 and 1) and a --predict_only
+    run of fin_lfqa-test on the demo's document 2: two results files, and two samples files whose
+    names agree up to the task's name."""
+    root = tmp_path_factory.mktemp("lfqa-and-test") / "fin_lfqa"
+    shutil.copytree(unjudged_lfqa_root, root)
+    unjudged_lfqa_run(root, embedded_model_dir, "fin_lfqa-test", "--samples", '{"fin_lfqa-test": [2]}',
+                      "--predict_only")
+    return root
+
+
+def every_eval_ever(python: Path, cwd: Path, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([python, "-m", *map(str, args)], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_every_eval_ever_converts_each_task_with_its_own_samples(eee_python, lfqa_and_lfqa_test_root, tmp_path):
+    """Every Eval Ever's lm-eval converter finds a task's samples by the glob
+    ``samples_{task}_*.jsonl``: under fin_lfqa's old variant name fin_lfqa_test it attached that
+    task's samples to fin_lfqa's record. Each record holds its own task's samples, its scores are
+    ours, and Every Eval Ever's validator passes the records."""
+    # the datastore's layout, which the validator checks: data/<benchmark>/<developer>/<model>/<uuid>.json
+    out = tmp_path / "data"
+    done = every_eval_ever(eee_python, tmp_path, "every_eval_ever.converters.lm_eval", "--log_path", lfqa_and_lfqa_test_root,
+                           "--output_dir", out.name, "--include_samples")
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    (model_dir,) = lfqa_and_lfqa_test_root.iterdir()
+    ours = {}  # task -> (its results, its samples lines)
+    for results_file in model_dir.glob("results_*.json"):
+        results = strict_json(results_file.read_text())
+        for task in results["results"]:
+            (samples_file,) = model_dir.glob(f"samples_{task}_{results_file.stem.removeprefix('results_')}.jsonl")
+            ours[task] = results["results"][task], [strict_json(line) for line in samples_file.read_text().splitlines()]
+    assert set(ours) == {"fin_lfqa", "fin_lfqa-test"}
+    records = {}
+    for path in out.rglob("*.json"):
+        record = strict_json(path.read_text())
+        (task,) = {result["evaluation_name"] for result in record["evaluation_results"]}
+        rows = [strict_json(line) for line in path.with_name(f"{path.stem}_samples.jsonl").read_text().splitlines()]
+        assert record["detailed_evaluation_results"]["total_rows"] == len(rows)
+        records[task] = record, rows
+    assert set(records) == set(ours)
+    for task, (record, rows) in records.items():
+        results, lines = ours[task]
+        # the task's own documents, and all of them: lm-eval's doc_id and the hash of the logged document
+        assert {row["sample_id"] for row in rows} == {str(line["doc_id"]) for line in lines}, task
+        assert {row["metadata"]["doc_hash"] for row in rows} == {line["doc_hash"] for line in lines}, task
+        # the figures of our results file, each metric's value of our lines
+        scores = {result["metric_config"]["metric_name"]: result["score_details"]["score"]
+                  for result in record["evaluation_results"]}
+        assert scores == {key.split(",")[0]: value for key, value in results.items()
+                          if "," in key and "_stderr," not in key and isinstance(value, (int, float))}, task
+        by_doc = {str(line["doc_id"]): line for line in lines}
+        for row in rows:
+            if row["evaluation_result_id"] is not None:  # None: a line without a number (predict-only)
+                metric = next(result["metric_config"]["metric_name"] for result in record["evaluation_results"]
+                              if result["evaluation_result_id"] == row["evaluation_result_id"])
+                assert row["evaluation"]["score"] == by_doc[row["sample_id"]][metric], (task, metric)
+    (fin_lfqa, _), (fin_lfqa_test, _) = records["fin_lfqa"], records["fin_lfqa-test"]
+    assert {"numeric_f1", "evidence_f1", "rouge_l", "bertscore_f1"} <= {
+        result["metric_config"]["metric_name"] for result in fin_lfqa["evaluation_results"]}
+    assert [result["metric_config"]["metric_name"] for result in fin_lfqa_test["evaluation_results"]] == ["bypass"]
+    files = sorted(str(path.relative_to(tmp_path)) for path in out.rglob("*.json*"))
+    checked = every_eval_ever(eee_python, tmp_path, "every_eval_ever", "validate", *files, "--format", "json")
+    assert checked.returncode == 0, checked.stdout[-4000:] + checked.stderr[-2000:]

@@ -27,7 +27,7 @@ CHILD = r"""
 import json, sys, time
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
-from lm_eval_fin import paths
+from lm_eval_fin.plumbing import paths
 from lm_eval_fin.benchmarks.fin_ems import data, prompt
 tokens, docs, batch = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 folder = str(paths.embedded_model())
@@ -81,7 +81,7 @@ def measure(rounds: int, tokens: int, docs: int, batch: int = 1) -> dict[str, li
 
 
 def demo_threads() -> str:
-    from lm_eval_fin import cpus
+    from lm_eval_fin.plumbing import cpus
 
     return str(cpus.compute_threads())
 

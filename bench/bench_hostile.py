@@ -43,7 +43,9 @@ CASES = {
 
 CHILD = """
 import json, resource, sys, time
-from lm_eval_fin import attribution, cleantext, numbers, ranking, textsim
+from lm_eval_fin import attribution
+from lm_eval_fin.text import cleantext
+from lm_eval_fin.measures import numbers, ranking, textsim
 from lm_eval_fin.benchmarks.fin_lfqa import data, score
 sys.path.insert(0, {tests!r})
 from tests.finlfqa_fixtures import hub_record

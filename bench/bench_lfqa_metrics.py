@@ -71,7 +71,7 @@ def make_documents(seed: int = 0) -> tuple[list[dict], list[str]]:
 
 def _pairwise_numeric_prf(predicted: list[float], reference: list[float]) -> tuple[float, float, float]:
     """The definition, written out: every value pair under every scale factor."""
-    from lm_eval_fin.numbers import RELATIVE_TOLERANCE, SCALE_FACTORS
+    from lm_eval_fin.measures.numbers import RELATIVE_TOLERANCE, SCALE_FACTORS
 
     def match(a: float, b: float) -> bool:
         return any(math.isclose(a * f, b, rel_tol=RELATIVE_TOLERANCE, abs_tol=0.0) for f in SCALE_FACTORS)
@@ -89,9 +89,9 @@ def _pairwise_numeric_prf(predicted: list[float], reference: list[float]) -> tup
 def run() -> list[dict]:
     from rouge_score import rouge_scorer
 
-    from lm_eval_fin import numbers, textsim
     from lm_eval_fin.attribution import parse_answer
     from lm_eval_fin.benchmarks.fin_lfqa import data, score
+    from lm_eval_fin.measures import numbers, textsim
 
     documents, answers = make_documents()
     score.score_document(documents[0], answers[0])  # imports and compiled patterns: once per process

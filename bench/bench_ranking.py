@@ -28,7 +28,7 @@ def make_queries(seed: int = 0):
 def run() -> list[dict]:
     import pytrec_eval
 
-    from lm_eval_fin.ranking import rank_metrics
+    from lm_eval_fin.measures.ranking import rank_metrics
 
     queries = make_queries()
 

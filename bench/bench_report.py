@@ -30,8 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from lm_eval_fin import paths
 from lm_eval_fin.benchmarks import all_benchmarks
+from lm_eval_fin.plumbing import paths
 from lm_eval_fin.report import write_report_files
 
 HERE = Path(__file__).resolve().parent

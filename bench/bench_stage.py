@@ -42,11 +42,11 @@ def _counting(judge) -> list[int]:
 
 def run() -> list[dict]:
     sys.path.insert(0, str(ROOT))
-    from lm_eval_fin import textsim
     from lm_eval_fin.benchmarks.fin_ems.task import BENCHMARK
     from lm_eval_fin.ems import run_ems
     from lm_eval_fin.harness import stage
     from lm_eval_fin.judge import load_judge
+    from lm_eval_fin.measures import textsim
     from tests.ems_scripted_judge import ScriptedJudgeServer
 
     answers, references = _module("bench_ems_pairs", ROOT / "bench" / "bench_ems.py").make_pairs()

@@ -77,7 +77,7 @@ def agentbench_requests(lm) -> tuple[list, float]:
     import lm_eval
     from lm_eval.tasks import TaskManager
 
-    from lm_eval_fin import paths
+    from lm_eval_fin.plumbing import paths
 
     calls = []
     generate_until = lm.generate_until
@@ -190,10 +190,10 @@ def judge_rows(llm, model: str) -> list[dict]:
 
 
 def ems_rows(llm, model: str) -> list[dict]:
-    from lm_eval_fin import paths
     from lm_eval_fin.benchmarks.fin_ems.data import read_dataset
     from lm_eval_fin.ems.pipeline import run_ems
     from lm_eval_fin.judge import JudgeOptions, load_judge
+    from lm_eval_fin.plumbing import paths
 
     records = read_dataset(str(paths.data_path("ems_demo")))
     references = [r["reference"] for r in records]
@@ -346,7 +346,7 @@ def served_rows(lm, requests: list, model: str) -> list[dict]:
 def measure(model: str | None, dtype: str) -> list[dict]:
     from lm_eval.models.vllm_causallms import VLLM
 
-    from lm_eval_fin import paths
+    from lm_eval_fin.plumbing import paths
 
     model = model or str(paths.embedded_model())
     cpu = _on_cpu()

@@ -13,10 +13,11 @@ import importlib
 import os
 import sys
 
-from lm_eval_fin import __version__, exit_status, interrupts, paths, vllm_memory
-from lm_eval_fin.cleantext import one_line
-from lm_eval_fin.flags import HelpFormatter
+from lm_eval_fin import __version__
 from lm_eval_fin.judge.options import add_judge_arguments
+from lm_eval_fin.plumbing import exit_status, interrupts, paths, vllm_memory
+from lm_eval_fin.plumbing.flags import HelpFormatter
+from lm_eval_fin.text.cleantext import one_line
 
 # subcommand -> (module with add_arguments(parser) and main(args[, benchmarks]), summary)
 _SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -75,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """The program; ``argv`` None: this process's own arguments. Ctrl-C and SIGTERM end any
-    command with one line (:mod:`lm_eval_fin.interrupts`), status 130 or 143."""
+    command with one line (:mod:`lm_eval_fin.plumbing.interrupts`), status 130 or 143."""
     as_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None

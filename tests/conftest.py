@@ -12,13 +12,13 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The embedded model's threads, for this process and the commands it starts (OpenMP reads the
 # variable when torch loads): the CPUs the machine's load leaves free. On a shared machine a
 # second thread waiting for its core makes generation several times slower (bench/bench_demo_threads.py).
-from lm_eval_fin.cpus import compute_threads  # noqa: E402
+from lm_eval_fin.plumbing.cpus import compute_threads  # noqa: E402
 
 os.environ.setdefault("OMP_NUM_THREADS", str(compute_threads()))
 
 import pytest  # noqa: E402
 
-from lm_eval_fin import paths  # noqa: E402
+from lm_eval_fin.plumbing import paths  # noqa: E402
 
 
 @pytest.fixture(scope="session")

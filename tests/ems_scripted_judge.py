@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from openai_server import ServerThread, _handler, _QuietServer, _State  # noqa: E402
 
-from lm_eval_fin import textsim  # noqa: E402
 from lm_eval_fin.ems import offline  # noqa: E402
+from lm_eval_fin.measures import textsim  # noqa: E402
 
 _ITEM = re.compile(r"^\[(\d+)\] (.*)$", re.MULTILINE)
 _FRAMING = re.compile(r"^(here(?:'s| is| are)|below\b|the following\b|sure\b|let me\b)", re.IGNORECASE)

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import records
+from lm_eval_fin.outputs import records
 
 LFQA_METRICS = ("judge_accuracy", "judge_numerical", "judge_entailment", "judge_score")
 EMS_METRICS = ("ems_llm_precision", "ems_llm_recall", "ems_llm_f1", "ragchecker_precision", "ragchecker_recall",

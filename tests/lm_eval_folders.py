@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import records
 from lm_eval_fin.harness import taskfiles
+from lm_eval_fin.outputs import records
 
 DATE = "2025-06-01T12-00-00.000001"
 UNIX_DATE = 1748779200.0

@@ -11,9 +11,9 @@ import json
 import re
 from pathlib import Path
 
-from lm_eval_fin import records, runfiles
 from lm_eval_fin.benchmarks.fin_lfqa import task as lfqa
 from lm_eval_fin.harness import taskfiles
+from lm_eval_fin.outputs import records, runfiles
 from tests.finlfqa_fixtures import hub_record, hub_records, write_hub_fixture
 
 DATE = "2025-01-02T03-04-05.678901"
@@ -71,7 +71,7 @@ def strict_json(text: str):
 
 def read_task_run(folder: Path, task: str, model: str | None = None) -> tuple[runfiles.Run, list[dict]]:
     """The newest run of ``task`` under ``folder`` (by lm-eval's model, when given) and its
-    samples lines, read with :mod:`lm_eval_fin.runfiles`. Checked on the way: both files are
+    samples lines, read with :mod:`lm_eval_fin.outputs.runfiles`. Checked on the way: both files are
     strict JSON; a metric of the task's metric_list is a number where the run (in the results)
     or the document (in its sample) defines it, and absent where not, never null."""
     runs, _ = runfiles.read_results_dirs([folder])

@@ -26,8 +26,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lm_eval_fin import paths
 from lm_eval_fin.benchmarks.fin_agentbench.score import score_ranking
+from lm_eval_fin.plumbing import paths
 
 BIN = Path(sys.executable).parent
 LIMIT = 2

@@ -12,7 +12,7 @@ import pytest
 from scipy import stats as scipy_stats
 from sklearn.metrics import cohen_kappa_score
 
-from lm_eval_fin.csvtext import FORMULA_STARTS
+from lm_eval_fin.text.csvtext import FORMULA_STARTS
 from tests.judged_runs import lfqa_doc, write_run
 from tests.test_agreement import CRITERIA, SCORES, judged_runs, label_lines, strict_json, write_lines
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import paths
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.harness import demo, run
+from lm_eval_fin.plumbing import paths
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent

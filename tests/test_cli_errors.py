@@ -1,5 +1,5 @@
 """Every subcommand, as a user runs it: a judge or model that cannot work is one line and an
-exit status that says which kind of problem it is (lm_eval_fin.exit_status), before any work
+exit status that says which kind of problem it is (lm_eval_fin.plumbing.exit_status), before any work
 where it can be known before; the output flag is ``--output_path`` everywhere."""
 
 import json
@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import exit_status, hub, paths, textsim
+from lm_eval_fin.measures import textsim
+from lm_eval_fin.plumbing import exit_status, hub, paths
 from tests.logged_runs import lfqa_documents, write_predict_only_run
 from tests.openai_server import ServerProcess
 

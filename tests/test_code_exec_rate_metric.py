@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lm_eval_fin.benchmarks.fin_lfqa import score
-from lm_eval_fin.paths import metric_path
+from lm_eval_fin.plumbing.paths import metric_path
 from lm_eval_fin.sandbox import FAILURE_CATEGORIES
 
 RUNS = "def growth():\n    return (150 - 120) / 120\n"

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import paths, records
 from lm_eval_fin.benchmarks.fin_ems.prompt import TRUNCATION_MARK
 from lm_eval_fin.harness import taskfiles
+from lm_eval_fin.outputs import records
+from lm_eval_fin.plumbing import paths
 from tests.ems_scripted_judge import ScriptedJudgeServer
 from tests.logged_runs import ems_judge_usage, read_task_run
 

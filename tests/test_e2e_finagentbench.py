@@ -5,7 +5,8 @@ import json
 import subprocess
 import sys
 
-from lm_eval_fin import paths, records, runfiles
+from lm_eval_fin.outputs import records, runfiles
+from lm_eval_fin.plumbing import paths
 from tests.finagentbench_fixtures import chunk_prompt, document_record, write_jsonl
 from tests.logged_runs import read_task_run, strict_json
 

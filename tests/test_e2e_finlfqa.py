@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lm_eval_fin import records
 from lm_eval_fin.harness import taskfiles
-from lm_eval_fin.textsim import offline_bertscore_model
+from lm_eval_fin.measures.textsim import offline_bertscore_model
+from lm_eval_fin.outputs import records
 from tests.finlfqa_fixtures import write_hub_fixture
 from tests.logged_runs import read_task_run
 from tests.openai_server import ServerProcess

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import exit_status
+from lm_eval_fin.plumbing import exit_status
 from tests.finlfqa_fixtures import write_hub_fixture
 from tests.logged_runs import lfqa_documents, write_predict_only_run
 from tests.openai_server import ServerProcess

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import lm_eval_fin.paths
+import lm_eval_fin.plumbing.paths
 from lm_eval_fin.ems import run_ems
 
-PATH = lm_eval_fin.paths.metric_path("ems")
+PATH = lm_eval_fin.plumbing.paths.metric_path("ems")
 METRIC = evaluate.load(PATH)
 
 

@@ -11,7 +11,6 @@ import re
 import pytest
 from lm_eval.api.metrics import mean as lm_eval_mean
 
-from lm_eval_fin import records
 from lm_eval_fin.benchmarks.fin_ems import task
 from lm_eval_fin.ems import prompts
 from lm_eval_fin.ems.pipeline import metric_names, run_ems
@@ -19,6 +18,7 @@ from lm_eval_fin.harness import stage
 from lm_eval_fin.judge import JudgeOptions, JudgeResponse, parse_spec
 from lm_eval_fin.judge.cache import JudgeCache
 from lm_eval_fin.judge.core import CachedJudge
+from lm_eval_fin.outputs import records
 
 GARBLE = "GARBLE"  # a text containing this word gets unreadable answers on the first attempt
 ALWAYS_GARBLE = "NOISE"  # ... on every attempt

@@ -108,7 +108,7 @@ def test_claim_checking_lists_the_claims_against_the_text():
 
 
 def test_no_example_company_is_in_the_demo_set():
-    from lm_eval_fin import paths
+    from lm_eval_fin.plumbing import paths
 
     demo = (paths.data_path("ems_demo") / "earnings_call_qa.jsonl").read_text()
     examples = json.dumps(

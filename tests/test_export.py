@@ -23,12 +23,12 @@ import pytest
 import yaml
 from huggingface_hub import ModelCard
 
-from lm_eval_fin import paths
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.export import eee, facts
 from lm_eval_fin.harness import taskfiles
+from lm_eval_fin.measures.scales import matching, scale_of
+from lm_eval_fin.plumbing import paths
 from lm_eval_fin.report import stats
-from lm_eval_fin.scales import matching, scale_of
 from tests.lm_eval_folders import JUDGE, JUDGE_MODEL, agentbench_fixture, judged_runs, write_run
 from tests.logged_runs import MODEL, lfqa_documents, write_predict_only_run
 
@@ -313,9 +313,9 @@ def test_every_metric_of_our_tasks_has_a_scale_and_every_headline_a_metric():
 
 
 def test_scales_doctests():
-    import lm_eval_fin.scales
+    import lm_eval_fin.measures.scales
 
-    assert doctest.testmod(lm_eval_fin.scales).failed == 0
+    assert doctest.testmod(lm_eval_fin.measures.scales).failed == 0
 
 
 def test_public_doctests():

@@ -6,11 +6,12 @@ import json
 
 import pytest
 
-from lm_eval_fin import paths, records
 from lm_eval_fin.benchmarks.fin_ems import prompt, task
 from lm_eval_fin.harness import stage, taskfiles
 from lm_eval_fin.harness.fitting import prompt_fitter
 from lm_eval_fin.harness.settings import RunSettings, SettingsError
+from lm_eval_fin.outputs import records
+from lm_eval_fin.plumbing import paths
 
 DEMO = str(paths.data_path("ems_demo"))
 

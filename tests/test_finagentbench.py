@@ -6,11 +6,12 @@ import math
 
 import pytest
 
-from lm_eval_fin import paths, records
 from lm_eval_fin.benchmarks.fin_agentbench import data, prompt
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.fitting import config_arguments, prompt_fitter, tokenizer_arguments
 from lm_eval_fin.harness.settings import SettingsError
+from lm_eval_fin.outputs import records
+from lm_eval_fin.plumbing import paths
 from tests.finagentbench_fixtures import chunk_prompt, document_record, write_jsonl
 
 

@@ -13,11 +13,14 @@ import pyarrow.parquet
 import pytest
 from lm_eval.api.metrics import mean as lm_eval_mean
 
-from lm_eval_fin import paths, records, sandbox, textsim
+from lm_eval_fin import sandbox
 from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, score, task
 from lm_eval_fin.harness import stage
 from lm_eval_fin.harness.settings import SettingsError
 from lm_eval_fin.judge import JudgeResponse, ParsedAnswer
+from lm_eval_fin.measures import textsim
+from lm_eval_fin.outputs import records
+from lm_eval_fin.plumbing import paths
 from tests.finlfqa_fixtures import CLAUSES, hub_record, hub_records, write_hub_fixture
 from tests.openai_server import ServerProcess
 

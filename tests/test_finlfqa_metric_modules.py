@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lm_eval_fin.paths
+import lm_eval_fin.plumbing.paths
 from lm_eval_fin.benchmarks.fin_lfqa import score
 
 MODULES = ("fin_numeric_match", "evidence_f1")
@@ -16,7 +16,7 @@ MODULES = ("fin_numeric_match", "evidence_f1")
 
 @pytest.fixture(scope="module")
 def metrics():
-    return {name: evaluate.load(lm_eval_fin.paths.metric_path(name)) for name in MODULES}
+    return {name: evaluate.load(lm_eval_fin.plumbing.paths.metric_path(name)) for name in MODULES}
 
 
 def test_numeric_match_by_hand(metrics):

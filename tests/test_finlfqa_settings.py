@@ -8,10 +8,12 @@ import importlib.util
 import pytest
 from lm_eval.api.instance import Instance
 
-from lm_eval_fin import attribution, paths, records
+from lm_eval_fin import attribution
 from lm_eval_fin.benchmarks.fin_lfqa import data, prompt, refine, task
 from lm_eval_fin.harness import multistep
 from lm_eval_fin.harness.settings import SettingsError
+from lm_eval_fin.outputs import records
+from lm_eval_fin.plumbing import paths
 from tests.finlfqa_fixtures import hub_record, write_hub_fixture
 
 

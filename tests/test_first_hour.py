@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import exit_status, hub, paths, textsim
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.harness import doctor, startchecks
 from lm_eval_fin.harness.settings import SettingsError, check_user_metadata, known_keys, read_settings, task_metadata
+from lm_eval_fin.measures import textsim
+from lm_eval_fin.plumbing import exit_status, hub, paths
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parent.parent
@@ -270,7 +271,7 @@ def test_the_task_folder_is_declared_as_an_lm_eval_tasks_entry_point():
 
 
 def test_threads_are_the_cpus_the_load_leaves_free():
-    from lm_eval_fin import cpus
+    from lm_eval_fin.plumbing import cpus
 
     assert [cpus.free_cpus(2, load) for load in (0.0, 0.4, 0.9, 6.0)] == [2, 2, 1, 1]
     assert cpus.free_cpus(16, 3.2) == 13 and cpus.free_cpus(1, 0.0) == 1
@@ -279,8 +280,8 @@ def test_threads_are_the_cpus_the_load_leaves_free():
 
 
 def test_the_demo_says_how_long_and_keeps_the_threads_the_user_set():
-    from lm_eval_fin import cpus
     from lm_eval_fin.harness import demo
+    from lm_eval_fin.plumbing import cpus
 
     assert demo.demo_threads({"OMP_NUM_THREADS": "3"}) == 3
     assert 1 <= demo.demo_threads({"OMP_NUM_THREADS": "auto"}) <= cpus.usable_cpus()  # the load's choice

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lm_eval_fin import cli
-from lm_eval_fin.flags import spellings
+from lm_eval_fin.plumbing.flags import spellings
 
 BIN = Path(sys.executable).parent
 

@@ -10,9 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lm_eval_fin import records
 from lm_eval_fin.benchmarks import all_benchmarks
-from lm_eval_fin.cleantext import MAX_ANSWER_CHARS
 from lm_eval_fin.harness import replay, stage, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.harness.settings import (
@@ -24,7 +22,9 @@ from lm_eval_fin.harness.settings import (
     read_settings,
 )
 from lm_eval_fin.harness.task import metric_values, total
-from lm_eval_fin.runfiles import answer_of
+from lm_eval_fin.outputs import records
+from lm_eval_fin.outputs.runfiles import answer_of
+from lm_eval_fin.text.cleantext import MAX_ANSWER_CHARS
 
 SETTINGS = (Setting("max_score", 10, positive_int, "top of the scale"),)
 
@@ -74,7 +74,7 @@ def test_one_rule_says_which_benchmark_owns_a_task():
 
     from lm_eval_fin.agreement.criteria import family_of
     from lm_eval_fin.export.facts import tables_of
-    from lm_eval_fin.owners import owner_of
+    from lm_eval_fin.outputs.owners import owner_of
     from lm_eval_fin.report.catalog import Catalog
 
     named = namedtuple("named", "name")

@@ -8,8 +8,10 @@ import json
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lm_eval_fin import attribution, cleantext, jsontext, numbers, ranking, textsim
+from lm_eval_fin import attribution
 from lm_eval_fin.ems.parsing import parse_match, parse_points, parse_score
+from lm_eval_fin.measures import numbers, ranking, textsim
+from lm_eval_fin.text import cleantext, jsontext
 
 NASTY = st.one_of(
     st.text(),
@@ -68,10 +70,11 @@ def test_megabytes_and_deep_nesting_are_bounded_reads():
 def test_every_task_counts_the_answers_it_cut(monkeypatch):
     """A megabyte answer is scored on its start and counted in truncated_answers, per task: the
     filter stage cuts it and says so in the record, process_results counts it."""
-    from lm_eval_fin import paths, records
     from lm_eval_fin.benchmarks.fin_agentbench import task as agentbench
     from lm_eval_fin.benchmarks.fin_ems import task as ems
     from lm_eval_fin.benchmarks.fin_lfqa import task as lfqa
+    from lm_eval_fin.outputs import records
+    from lm_eval_fin.plumbing import paths
 
     monkeypatch.delenv("LM_EVAL_FIN_PREDICT_ONLY", raising=False)
     huge = "[1, 0, 2]" + " filler" * (cleantext.MAX_ANSWER_CHARS // 7 + 10)

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lm_eval_fin.cleantext import one_line, printable
 from lm_eval_fin.judge import (
     BatchStats,
     JudgeOptions,
@@ -28,6 +27,7 @@ from lm_eval_fin.judge import (
 from lm_eval_fin.judge.cache import CachedAnswer, JudgeCache, cache_key, default_cache_path
 from lm_eval_fin.judge.core import RETRY_TEMPERATURE, CachedJudge, resolve_request
 from lm_eval_fin.judge.openai_backend import request_payload, retry_after_seconds
+from lm_eval_fin.text.cleantext import one_line, printable
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
@@ -336,7 +336,7 @@ def test_vllm_backend_without_vllm_says_how_to_get_it(judge_cache, monkeypatch):
 def test_a_command_with_a_vllm_judge_names_the_install_command(tmp_path, judge_cache):
     """``lm-eval-fin rerank --judge vllm:...`` without vLLM (hidden in the child where it is
     installed) stops before any work with one line naming the install commands, no traceback."""
-    from lm_eval_fin import paths
+    from lm_eval_fin.plumbing import paths
 
     command = "import sys; sys.modules['vllm'] = None; from lm_eval_fin.cli import main; sys.exit(main())"
     done = subprocess.run(

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import cli, records, runfiles
+from lm_eval_fin import cli
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.harness import rescore, taskfiles
 from lm_eval_fin.harness.benchmark import benchmark_of
+from lm_eval_fin.outputs import records, runfiles
 from tests.logged_runs import (
     DATE,
     MODEL,

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import paths
+from lm_eval_fin.plumbing import paths
 from tests.ems_scripted_judge import ScriptedJudgeServer
 from tests.openai_server import ServerProcess
 

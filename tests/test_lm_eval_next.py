@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import paths
 from lm_eval_fin.harness import taskfiles
+from lm_eval_fin.plumbing import paths
 
 REPO = Path(__file__).resolve().parents[1]
 NEXT_BIN = REPO / ".venv-next" / "bin"

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import paths
 from lm_eval_fin.harness import stage, taskfiles
+from lm_eval_fin.plumbing import paths
 
 LM_EVAL_SDISTS = Path(__file__).resolve().parents[1] / ".cache" / "lm-eval"
 RIG = Path(__file__).parent / "lm_eval_rig"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lm_eval_fin import paths
+from lm_eval_fin.plumbing import paths
 
 MODULES = sorted(p.name for p in paths.metrics_dir().iterdir() if (p / f"{p.name}.py").is_file())
 

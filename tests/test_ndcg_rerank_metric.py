@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import lm_eval_fin.paths
-from lm_eval_fin.ranking import rank_metrics
+import lm_eval_fin.plumbing.paths
+from lm_eval_fin.measures.ranking import rank_metrics
 
-PATH = lm_eval_fin.paths.metric_path("ndcg_rerank")
+PATH = lm_eval_fin.plumbing.paths.metric_path("ndcg_rerank")
 METRIC = evaluate.load(PATH)
 
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lm_eval_fin.numbers import extract_numbers, numeric_prf, prf_of_values
+from lm_eval_fin.measures.numbers import extract_numbers, numeric_prf, prf_of_values
 
 
 @pytest.mark.parametrize(

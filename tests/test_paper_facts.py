@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import paths, textsim
 from lm_eval_fin.benchmarks.fin_agentbench import view as agentbench_view
 from lm_eval_fin.benchmarks.fin_lfqa import view as lfqa_view
 from lm_eval_fin.harness import taskfiles
-from lm_eval_fin.ranking import rank_metrics
+from lm_eval_fin.measures import textsim
+from lm_eval_fin.measures.ranking import rank_metrics
+from lm_eval_fin.plumbing import paths
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,6 +1,6 @@
 """Issue 22, points 2, 3 and 6 at the unit level: what ``lm-eval-fin run`` checks before a model
 loads (lm_eval_fin.harness.preflight, the function run calls), each bad data file named by
-file and line, and files written whole or not at all (lm_eval_fin.atomic). The console-script
+file and line, and files written whole or not at all (lm_eval_fin.plumbing.atomic). The console-script
 side, one test per exit status, is in tests/test_cli_errors.py."""
 
 import json
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from lm_eval_fin import atomic, exit_status, paths
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.harness import preflight
 from lm_eval_fin.harness.settings import known_keys
 from lm_eval_fin.judge.preflight import cache_problem
+from lm_eval_fin.plumbing import atomic, exit_status, paths
 
 CHUNKS = paths.data_path("finagentbench_demo", "chunk_ranking_demo.jsonl")
 LFQA = paths.data_path("finlfqa_demo", "finlfqa_demo.jsonl")
@@ -186,7 +186,7 @@ def test_known_metadata_keys_are_listed_once():
 CHILD = """
 import resource, signal, sys
 from pathlib import Path
-from lm_eval_fin import atomic
+from lm_eval_fin.plumbing import atomic
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG, as on a full disk
 resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
 target = Path(sys.argv[1])
@@ -233,7 +233,7 @@ def test_an_exception_while_writing_keeps_the_old_file_and_a_new_file_gets_the_u
 
 
 def test_no_module_writes_a_file_but_through_atomic():
-    """Every file the package writes goes through lm_eval_fin.atomic (the sandbox's snippets
+    """Every file the package writes goes through lm_eval_fin.plumbing.atomic (the sandbox's snippets
     and a lock file opened for appending aside; a dataset is saved into atomic.folder's
     ``building``)."""
     package = Path(paths.__file__).parent

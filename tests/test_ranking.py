@@ -8,7 +8,7 @@ import pytrec_eval
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from lm_eval_fin.ranking import parse_ranking, rank_metrics, unique
+from lm_eval_fin.measures.ranking import parse_ranking, rank_metrics, unique
 
 LOG2_3 = math.log2(3)
 

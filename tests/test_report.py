@@ -24,9 +24,9 @@ from markdown_it import MarkdownIt
 
 from lm_eval_fin.benchmarks import all_benchmarks
 from lm_eval_fin.benchmarks.fin_agentbench.score import score_ranking
+from lm_eval_fin.outputs.runfiles import read_results_dirs
 from lm_eval_fin.report import build_report, stats, write_report, write_report_files
 from lm_eval_fin.report.rows import BASELINE, REFERENCE
-from lm_eval_fin.runfiles import read_results_dirs
 from tests.chromium import Browser
 from tests.report_runs import (
     HOSTILE,

@@ -10,9 +10,9 @@ from lm_eval_fin.benchmarks.fin_agentbench import view as agentbench_view
 from lm_eval_fin.benchmarks.fin_agentbench.score import score_ranking
 from lm_eval_fin.benchmarks.fin_ems import view as ems_view
 from lm_eval_fin.benchmarks.fin_lfqa import view as lfqa_view
+from lm_eval_fin.outputs.runfiles import Sample
 from lm_eval_fin.report.blocks import GENERIC, HIT, MISS, NOTE
 from lm_eval_fin.report.catalog import Catalog
-from lm_eval_fin.runfiles import Sample
 
 REPORTS = (
     "=== CWT: 10-Q report excerpt ===\n"

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from lm_eval_fin.benchmarks.fin_agentbench import rerank as cli
 from lm_eval_fin.benchmarks.fin_agentbench.rerank import queries_from_records
-from lm_eval_fin.jsontext import as_enum, as_id, parse_json_object
 from lm_eval_fin.rerank import (
     VARIANTS,
     FinCardsConfig,
@@ -43,6 +42,7 @@ from lm_eval_fin.rerank.tournament import (
     rank_variance,
     round_points,
 )
+from lm_eval_fin.text.jsontext import as_enum, as_id, parse_json_object
 from tests.finagentbench_fixtures import chunk_prompt, write_jsonl
 from tests.fincards_fixtures import COVER_10Q, FILING, QUERIES, LexicalJudge, filing_records, write_filing
 from tests.openai_server import ServerProcess, closed_port

@@ -13,8 +13,9 @@ import math
 
 import pytest
 
-from lm_eval_fin import paths, records
 from lm_eval_fin.harness import stage, taskfiles
+from lm_eval_fin.outputs import records
+from lm_eval_fin.plumbing import paths
 
 DATA = {
     "fin_agentbench": lambda: {"data_path": str(paths.data_path("finagentbench_demo"))},

@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rouge_score import rouge_scorer
 
-from lm_eval_fin import cleantext, textsim
+from lm_eval_fin.measures import textsim
+from lm_eval_fin.text import cleantext
 
 
 def test_rouge_l_by_hand():
@@ -83,7 +84,7 @@ def test_bertscore_reads_512_tokens_a_side_and_says_which_pairs_it_cut():
 
 def test_bertscore_missing_model_is_none_with_a_warning(caplog, tmp_path):
     missing = str(tmp_path / "no-such-model")
-    with caplog.at_level(logging.WARNING, logger="lm_eval_fin.textsim"):
+    with caplog.at_level(logging.WARNING, logger="lm_eval_fin.measures.textsim"):
         assert textsim.bertscore_f1(["a"], ["b"], model=missing) is None
     assert missing in caplog.text and "reported as missing" in caplog.text
     # nothing to score: no model needed

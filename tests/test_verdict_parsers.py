@@ -203,7 +203,7 @@ def test_judge_parsers_of_fincards_read_the_answer_part_only():
 
 
 def test_answer_part_and_scale_ends():
-    from lm_eval_fin.replies import answer_part, is_scale
+    from lm_eval_fin.text.replies import answer_part, is_scale
 
     assert answer_part("a</think>b</think>c") == "c"
     assert answer_part("plain") == "plain"

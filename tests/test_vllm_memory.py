@@ -1,4 +1,4 @@
-"""vLLM's KV cache on CPU when the user set no size (lm_eval_fin/vllm_memory.py): the size by
+"""vLLM's KV cache on CPU when the user set no size (lm_eval_fin/plumbing/vllm_memory.py): the size by
 hand-computed cases and properties, the models a command will load into vLLM, and the commands
 (``lm-eval-fin score``, ``rerank``, ``run``) saying what they chose, or refusing in one line
 before any engine starts. vLLM itself is not needed: its CPU build is what the module detects,
@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from lm_eval_fin import cli, exit_status, vllm_memory
-from lm_eval_fin.vllm_memory import CAP_GIB, GIB, KV_ENV, RUNTIME_BYTES, kv_cache_gib
+from lm_eval_fin import cli
+from lm_eval_fin.plumbing import exit_status, vllm_memory
+from lm_eval_fin.plumbing.vllm_memory import CAP_GIB, GIB, KV_ENV, RUNTIME_BYTES, kv_cache_gib
 
 SMALL_MODEL = GIB // 2
 

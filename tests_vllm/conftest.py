@@ -44,7 +44,7 @@ os.environ.pop("LM_EVAL_FIN_JUDGE_OPTIONS", None)
 
 import pytest  # noqa: E402
 
-from lm_eval_fin import paths  # noqa: E402
+from lm_eval_fin.plumbing import paths  # noqa: E402
 from tests_vllm import figures  # noqa: E402
 from tests_vllm.runs import RunPool, run_arguments, served_run_arguments  # noqa: E402
 from tests_vllm.served import VLLMServer  # noqa: E402

@@ -21,7 +21,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from lm_eval_fin import paths, textsim
+from lm_eval_fin.measures import textsim
+from lm_eval_fin.plumbing import paths
 from tests_vllm.processes import Run, run_cli
 from tests_vllm.served import VLLMServer
 

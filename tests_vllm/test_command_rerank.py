@@ -11,9 +11,10 @@ import json
 import logging
 import re
 
-from lm_eval_fin import cli, paths
+from lm_eval_fin import cli
 from lm_eval_fin.judge import vllm_backend
-from lm_eval_fin.vllm_memory import KV_ENV
+from lm_eval_fin.plumbing import paths
+from lm_eval_fin.plumbing.vllm_memory import KV_ENV
 from tests_vllm import figures
 from tests_vllm.figures import STARTING, model_calls_logged
 

@@ -29,8 +29,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from lm_eval_fin import cli, paths
+from lm_eval_fin import cli
 from lm_eval_fin.judge import JudgeOptions, JudgeRequest, load_judge
+from lm_eval_fin.plumbing import paths
 from tests.logged_runs import ems_judge_usage, read_task_run
 from tests_vllm import figures
 from tests_vllm.runs import (

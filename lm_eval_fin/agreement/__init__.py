@@ -5,7 +5,7 @@
   :mod:`~lm_eval_fin.agreement.settings`: their defaults;
 * :mod:`~lm_eval_fin.agreement.criteria`: what is compared per benchmark, on which scale;
 * :mod:`~lm_eval_fin.agreement.labels`: people's label files;
-* :mod:`~lm_eval_fin.agreement.matching`: judged runs (through :mod:`lm_eval_fin.runfiles`)
+* :mod:`~lm_eval_fin.agreement.matching`: judged runs (through :mod:`lm_eval_fin.outputs.runfiles`)
   and labels on the same answers;
 * :mod:`~lm_eval_fin.agreement.study`: the comparisons;
   :func:`~lm_eval_fin.agreement.study.judge_stability` for repeated runs of one judge;

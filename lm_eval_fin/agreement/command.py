@@ -18,10 +18,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lm_eval_fin import __version__, atomic, exit_status
+from lm_eval_fin import __version__
 from lm_eval_fin.agreement.figures import FORMAT, OUTPUT_NAME, Estimate
 from lm_eval_fin.agreement.settings import CONFIDENCE, RESAMPLES, StudySettings
-from lm_eval_fin.records import strict
+from lm_eval_fin.outputs.records import strict
+from lm_eval_fin.plumbing import atomic, exit_status
 
 if TYPE_CHECKING:  # the statistics load scipy and scikit-learn: only when the command runs
     from lm_eval_fin.agreement.matching import Collection
@@ -69,7 +70,7 @@ def _usage_problem(args: argparse.Namespace) -> str | None:
 
 def output_folder_problem(output_path: str | None, names: Sequence[str]) -> str | None:
     """Why the files ``names`` could not be written in the folder ``output_path``: it is a file,
-    cannot be written or is full (:func:`lm_eval_fin.atomic.output_folder_problem`), or one of
+    cannot be written or is full (:func:`lm_eval_fin.plumbing.atomic.output_folder_problem`), or one of
     the files is a folder. Asked before any work."""
     if not output_path:
         return None

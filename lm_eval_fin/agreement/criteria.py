@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lm_eval_fin.owners import owner_of
+from lm_eval_fin.outputs.owners import owner_of
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ FAMILIES = (FIN_LFQA, FIN_EMS)
 
 def family_of(task: str) -> Family | None:
     """The family of a task: ``fin_lfqa`` and its variants (``fin_lfqa-posthoc``, ...), ``fin_ems``;
-    the benchmarks' rule (:func:`lm_eval_fin.owners.owner_of`)."""
+    the benchmarks' rule (:func:`lm_eval_fin.outputs.owners.owner_of`)."""
     return owner_of(task, FAMILIES)
 
 

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_fin.agreement.criteria import FAMILIES, POINTS
-from lm_eval_fin.csvtext import spreadsheet_unescaped
-from lm_eval_fin.jsonl import read_jsonl
+from lm_eval_fin.plumbing.jsonl import read_jsonl
+from lm_eval_fin.text.csvtext import spreadsheet_unescaped
 
 TIE = "tie"
 HASH_CHARS = 16

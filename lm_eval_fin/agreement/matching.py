@@ -1,5 +1,5 @@
 """Judged runs and labels brought together: every answer of every run (through
-:mod:`lm_eval_fin.runfiles`, the one reader of lm-eval's output folders), who judged it, and
+:mod:`lm_eval_fin.outputs.runfiles`, the one reader of lm-eval's output folders), who judged it, and
 which answer each label is about.
 
 An answer is one model's answer to one question of one task, identified by (task, document
@@ -17,7 +17,7 @@ from typing import Any
 
 from lm_eval_fin.agreement.criteria import Criterion, Family, Scale, family_of, points_scale
 from lm_eval_fin.agreement.labels import AnswerRef, Label, LabelError, Preference, answer_hash
-from lm_eval_fin.runfiles import Unreadable, read_results_dirs
+from lm_eval_fin.outputs.runfiles import Unreadable, read_results_dirs
 
 Key = tuple[str, str, str, str]  # task, document id, model, answer hash
 EMS_SCORER = "llm"  # the EMS scorer whose per-point scores people's point ratings are read against

@@ -339,7 +339,7 @@ def judge_stability(repeats: Sequence[Mapping[str, Mapping[str, float]]], task: 
                     confidence: float = CONFIDENCE) -> dict[str, Stability]:
     """How well a judge agrees with itself over k >= 2 runs on the same answers of ``task``.
     ``repeats[r]`` maps each document id to run r's per-sample metric values (a
-    :class:`lm_eval_fin.runfiles.Sample`'s ``values``); documents missing from a run, or
+    :class:`lm_eval_fin.outputs.runfiles.Sample`'s ``values``); documents missing from a run, or
     without a value, count as unjudged there. Per criterion of the task's family (FinLFQA's
     three and overall; EMS's and the claim metrics): :class:`~lm_eval_fin.agreement.stats.Stability`."""
     family = family_of(task)

@@ -22,12 +22,12 @@ from typing import Any
 
 import numpy as np
 
-from lm_eval_fin import atomic
 from lm_eval_fin.agreement.criteria import FAMILIES, POINTS
 from lm_eval_fin.agreement.labels import CSV_COLUMNS
 from lm_eval_fin.agreement.matching import Collection, JudgedAnswer, Key
-from lm_eval_fin.csvtext import spreadsheet_safe
-from lm_eval_fin.records import strict
+from lm_eval_fin.outputs.records import strict
+from lm_eval_fin.plumbing import atomic
+from lm_eval_fin.text.csvtext import spreadsheet_safe
 
 JSONL_NAME = "labels_template.jsonl"
 CSV_NAME = "labels_template.csv"
@@ -120,7 +120,7 @@ def _csv_columns(lines: Sequence[dict]) -> list[str]:
 
 def _csv_cell(value: Any) -> str:
     """A template cell: text as a spreadsheet shows it and never runs it (a model's answer may be
-    ``=HYPERLINK(...)``; the ids are read back through :func:`~lm_eval_fin.csvtext.spreadsheet_unescaped`)."""
+    ``=HYPERLINK(...)``; the ids are read back through :func:`~lm_eval_fin.text.csvtext.spreadsheet_unescaped`)."""
     if value is None:
         return ""
     if isinstance(value, (list, dict)):

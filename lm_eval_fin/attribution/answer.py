@@ -21,8 +21,8 @@ from lm_eval_fin.attribution.values import (
     parse_evidence,
     parse_indices,
 )
-from lm_eval_fin.cleantext import read_answer
-from lm_eval_fin.jsontext import field, loads_lenient
+from lm_eval_fin.text.cleantext import read_answer
+from lm_eval_fin.text.jsontext import field, loads_lenient
 
 _TEXT_KEYS = ("text", "clause", "content", "statement", "claim", "sentence", "answer")
 _EVIDENCE_KEYS = ("evidence", "evidences", "citations", "citation", "sources", "references")

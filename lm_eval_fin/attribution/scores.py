@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from lm_eval_fin.attribution.values import Evidence
-from lm_eval_fin.prf import set_prf
+from lm_eval_fin.measures.prf import set_prf
 
 
 def _normalise_evidence(pairs: Iterable[Evidence]) -> set[tuple[str, int]]:

@@ -8,7 +8,7 @@ import textwrap
 from collections.abc import Iterable
 from typing import Any
 
-from lm_eval_fin.jsontext import as_int, field
+from lm_eval_fin.text.jsontext import as_int, field
 
 Evidence = tuple[str, int]
 

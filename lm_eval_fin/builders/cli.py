@@ -20,11 +20,11 @@ import argparse
 import json
 import sys
 
-from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.benchmarks.fin_ems.data import write_dataset
 from lm_eval_fin.builders import earnings_call as ec
-from lm_eval_fin.exit_status import Problem
-from lm_eval_fin.flags import add_flag
+from lm_eval_fin.plumbing import atomic, exit_status
+from lm_eval_fin.plumbing.exit_status import Problem
+from lm_eval_fin.plumbing.flags import add_flag
 
 DATASETS = ("earnings-call",)
 

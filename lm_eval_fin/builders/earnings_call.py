@@ -60,9 +60,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin.jsonl import read_jsonl
 from lm_eval_fin.judge.base import chat_request, prompt_hash
-from lm_eval_fin.replies import answer_part
+from lm_eval_fin.plumbing.jsonl import read_jsonl
+from lm_eval_fin.text.replies import answer_part
 
 logger = logging.getLogger(__name__)
 
@@ -311,7 +311,7 @@ def local_transcripts(folder: str | Path) -> list[Transcript]:
 def load_questions(path: str | Path | None = None) -> list[dict[str, str]]:
     """The questions (``id``, ``question``): the paper's five by default."""
     if path is None:
-        from lm_eval_fin import paths
+        from lm_eval_fin.plumbing import paths
 
         path = paths.data_path("ems_questions.json")
     data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -412,7 +412,7 @@ def answer_decoding(answerer_a, answerer_b) -> dict[str, dict[str, Any]]:
 
 
 def parse_answer(text: str | None) -> str | None:
-    """A free-text answer: its answer part (:func:`lm_eval_fin.replies.answer_part`; a reasoning
+    """A free-text answer: its answer part (:func:`lm_eval_fin.text.replies.answer_part`; a reasoning
     model's thinking is no part of a reference), stripped; None when empty or cut off while
     thinking (the judge layer re-asks)."""
     if not isinstance(text, str):

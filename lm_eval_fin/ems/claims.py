@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lm_eval_fin.prf import f1
+from lm_eval_fin.measures.prf import f1
 
 ENTAILMENT = "entailment"
 

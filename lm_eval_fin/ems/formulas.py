@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from lm_eval_fin.prf import f1
+from lm_eval_fin.measures.prf import f1
 
 NO_MATCH = -1
 

@@ -45,7 +45,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from lm_eval_fin.prf import f1
+from lm_eval_fin.measures.prf import f1
 
 # Content-word F1 at or above which two points count as stating the same thing. Paraphrases
 # of one fact score about 0.35-0.7 on earnings-call statements; different facts of the same

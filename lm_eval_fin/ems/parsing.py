@@ -3,7 +3,7 @@ scores and claim verdicts.
 
 Each returns None when the text cannot be read (the judge layer then retries, and the caller
 counts what stays unreadable as a parse failure); none raises on any string. Each reads the
-reply's answer part only (:func:`lm_eval_fin.replies.answer_part`), and a number that is one
+reply's answer part only (:func:`lm_eval_fin.text.replies.answer_part`), and a number that is one
 end of a restated scale ("0-10", "between 0 and 10", ``<0-10>``) is never a value: a refusal
 or a rubric echo is unreadable, not a score of 0 or a match with point 1. A number in prose is
 read only under its key ("score: 7", "answer point 3"); a bare number only when it is the
@@ -16,8 +16,8 @@ import math
 import re
 from typing import Any
 
-from lm_eval_fin.jsontext import json_values
-from lm_eval_fin.replies import answer_part, is_scale
+from lm_eval_fin.text.jsontext import json_values
+from lm_eval_fin.text.replies import answer_part, is_scale
 
 _SIGNED = r"[-−]?\d+(?:\.\d+)?"
 _NO_MATCH_WORDS = re.compile(r"\b(none|null|no match|no matching|not matched|nothing)\b", re.IGNORECASE)

@@ -330,7 +330,7 @@ def score_pairs(
     unscored), each pair's problem and its judge work (a ``RequestUsage``, None without the
     judge); None for all scores when the scorer cannot run (a BERTScore model that will not
     load). The LLM scorer is one judge round, logged in ``rounds``."""
-    from lm_eval_fin import textsim
+    from lm_eval_fin.measures import textsim
 
     if not pairs:
         return [], [], []
@@ -391,7 +391,7 @@ def run_ems(
     ``judge``: a judge from :func:`lm_eval_fin.judge.load_judge` (or anything with its
     ``complete``), or None for the offline extractor and matcher. ``scorers``: a subset of
     ``("llm", "rouge", "bertscore")``; by default all that apply. ``bertscore_model``: passed
-    to :func:`lm_eval_fin.textsim.bertscore_f1`. ``extract_max_tokens``: the extraction
+    to :func:`lm_eval_fin.measures.textsim.bertscore_f1`. ``extract_max_tokens``: the extraction
     budget for every text; by default each text its own, scaled to its length
     (:func:`lm_eval_fin.ems.prompts.extract_budget`). ``max_attempts``: asks per judge
     request before its answer counts as a parse failure (1 = no re-asks).

@@ -14,5 +14,5 @@ the weights as run, each metric's scale and direction (the benchmark's ``scales`
 task's ``higher_is_better``), its uncertainty, the data's source (hub dataset, shipped sample
 or local file with its sha256), the judge and its prompt version, the BERTScore model, the
 generation settings and the metrics with no value, with why; none holds a local path. The runs
-are read with :mod:`lm_eval_fin.runfiles` only.
+are read with :mod:`lm_eval_fin.outputs.runfiles` only.
 """

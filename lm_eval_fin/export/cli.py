@@ -16,12 +16,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.export import eee, eval_results, facts, model_index
 from lm_eval_fin.export.facts import ExportError
-from lm_eval_fin.flags import add_flag
+from lm_eval_fin.outputs.runfiles import read_results_dirs
+from lm_eval_fin.plumbing import atomic, exit_status
+from lm_eval_fin.plumbing.flags import add_flag
 from lm_eval_fin.report import stats
-from lm_eval_fin.runfiles import read_results_dirs
 
 FORMATS = ("eee", "model-index", "eval-results")
 MODEL_INDEX_FILE = "model-index.yaml"

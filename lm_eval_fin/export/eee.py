@@ -5,7 +5,7 @@ metric that has a per-document value.
 Files go where the Every Eval Ever datastore wants them, under ``OUT/data/<task>/<developer>/
 <model>/``: ``<uuid>.json`` and ``<uuid>_samples.jsonl``, the uuid derived from the run and
 task (exporting a run again rewrites the same files). A metric's record carries its bounds and
-direction (:mod:`lm_eval_fin.scales`), lm-eval's standard error, the percentile-bootstrap
+direction (:mod:`lm_eval_fin.measures.scales`), lm-eval's standard error, the percentile-bootstrap
 interval of its per-document values with their number (the report's, :mod:`lm_eval_fin.report.stats`),
 the dataset's source, the generation settings and, for a metric the judge produced, the judge
 (``metric_config.llm_scoring`` and ``score_details.details``). A metric with no value in the
@@ -27,12 +27,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import __version__, atomic, records
+from lm_eval_fin import __version__
 from lm_eval_fin.export import facts
 from lm_eval_fin.export.facts import DatasetSource, JudgeFacts, MetricFacts, ModelIdentity
 from lm_eval_fin.export.public import public
+from lm_eval_fin.outputs import records
+from lm_eval_fin.outputs.runfiles import NO_FILTER, Run, TaskRun, question_key, raw_answer, read_samples
+from lm_eval_fin.plumbing import atomic
 from lm_eval_fin.report import stats
-from lm_eval_fin.runfiles import NO_FILTER, Run, TaskRun, question_key, raw_answer, read_samples
 
 SCHEMA_VERSION = "0.3.0"
 SOURCE_NAME = "lm-eval-fin export of lm-evaluation-harness runs"

@@ -26,8 +26,8 @@ from lm_eval_fin import __version__
 from lm_eval_fin.export import facts
 from lm_eval_fin.export.facts import ModelIdentity
 from lm_eval_fin.export.public import public, public_text
-from lm_eval_fin.runfiles import Run, TaskRun
-from lm_eval_fin.scales import matching
+from lm_eval_fin.measures.scales import matching
+from lm_eval_fin.outputs.runfiles import Run, TaskRun
 
 FOLDER = ".eval_results"
 DIGITS = 4

@@ -19,14 +19,14 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from lm_eval_fin import paths
 from lm_eval_fin.export.public import public_text
 from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
-from lm_eval_fin.owners import owner_of
+from lm_eval_fin.measures.scales import Scale, scale_of
+from lm_eval_fin.measures.textsim import DEFAULT_BERTSCORE_MODEL, OFFLINE_BERTSCORE
+from lm_eval_fin.outputs.owners import owner_of
+from lm_eval_fin.outputs.runfiles import Metric, Run, TaskRun
+from lm_eval_fin.plumbing import paths
 from lm_eval_fin.report import stats
-from lm_eval_fin.runfiles import Metric, Run, TaskRun
-from lm_eval_fin.scales import Scale, scale_of
-from lm_eval_fin.textsim import DEFAULT_BERTSCORE_MODEL, OFFLINE_BERTSCORE
 
 # a Hugging Face repository id: ORG/NAME
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
@@ -240,7 +240,7 @@ def all_tables() -> tuple[BenchmarkTables, ...]:
 
 
 def tables_of(task: str) -> BenchmarkTables | None:
-    """The tables of the benchmark that owns ``task`` (:func:`lm_eval_fin.owners.owner_of`);
+    """The tables of the benchmark that owns ``task`` (:func:`lm_eval_fin.outputs.owners.owner_of`);
     None for a task of no benchmark of ours."""
     return owner_of(task, all_tables())
 

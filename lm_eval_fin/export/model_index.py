@@ -31,8 +31,8 @@ from lm_eval_fin import __version__
 from lm_eval_fin.export import facts
 from lm_eval_fin.export.facts import ExportError, MetricFacts, ModelIdentity
 from lm_eval_fin.export.public import public, public_text
-from lm_eval_fin.runfiles import Run, TaskRun
-from lm_eval_fin.scales import matching
+from lm_eval_fin.measures.scales import matching
+from lm_eval_fin.outputs.runfiles import Run, TaskRun
 
 TASK_TYPE = "text-generation"  # what every fin_ task asks of the model
 DIGITS = 4

@@ -16,7 +16,7 @@ from lm_eval_fin.harness import replay
 from lm_eval_fin.harness.settings import RunSettings, Setting, check_usable, read_settings
 from lm_eval_fin.harness.stage import BatchScore, Keep, filter_function
 from lm_eval_fin.harness.task import as_dataset
-from lm_eval_fin.owners import owner_of
+from lm_eval_fin.outputs.owners import owner_of
 
 # documents(settings) -> (the task's documents, the settings they run with)
 Documents = Callable[[RunSettings], tuple[Sequence[dict[str, Any]], RunSettings]]
@@ -45,7 +45,7 @@ class Benchmark:
     ``prompt(doc)``: the prompt a document's answer is checked against for echoes.
     ``judged``: whether its tasks have judge metrics (``lm-eval-fin score`` needs a judge for
     them). ``headline``: per task, the metrics a summary, a model card and the report show
-    first. ``scales``: what each metric's values can be (:mod:`lm_eval_fin.scales`: metric-name
+    first. ``scales``: what each metric's values can be (:mod:`lm_eval_fin.measures.scales`: metric-name
     pattern -> scale). ``hub_dataset``: the dataset's hub id, where it has one. ``view``: its view in
     the report (an object of :mod:`lm_eval_fin.report`, opaque here). ``demo``: its part of
     ``make demo``.
@@ -96,5 +96,5 @@ class Benchmark:
 
 
 def benchmark_of(task: str, benchmarks: Sequence[Benchmark]) -> Benchmark | None:
-    """The benchmark that owns ``task`` (:func:`lm_eval_fin.owners.owner_of`)."""
+    """The benchmark that owns ``task`` (:func:`lm_eval_fin.outputs.owners.owner_of`)."""
     return owner_of(task, benchmarks)

@@ -24,9 +24,9 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from lm_eval_fin import cpus, paths
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.run import run_harness
+from lm_eval_fin.plumbing import cpus, paths
 
 # Seconds of `make demo` on 2 cores (the environment installed): what the first line promises.
 # 199 s at load averages 5.4 falling to 1.8 on 2 CPUs (one thread, batches of 4; bench/RESULTS.md).
@@ -40,7 +40,7 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"
 
 def demo_threads(environ: Mapping[str, str]) -> int:
     """The threads of the demo's model and BERTScore: ``$OMP_NUM_THREADS`` where the user set
-    it, else the CPUs the machine's load leaves free (:func:`lm_eval_fin.cpus.compute_threads`,
+    it, else the CPUs the machine's load leaves free (:func:`lm_eval_fin.plumbing.cpus.compute_threads`,
     which also bounds the sandbox's workers)."""
     given = environ.get("OMP_NUM_THREADS", "")
     return int(given) if given.isdigit() and int(given) > 0 else cpus.compute_threads()

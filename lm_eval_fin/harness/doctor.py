@@ -18,7 +18,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from lm_eval_fin import __version__, exit_status, hub, paths
+from lm_eval_fin import __version__
+from lm_eval_fin.plumbing import exit_status, hub, paths
 
 
 @dataclass(frozen=True)
@@ -83,7 +84,7 @@ def check_bertscore() -> Check:
     """The model a fin_ems or fin_lfqa run that names none scores BERTScore with:
     roberta-large (bert-score's English default) where it can load, else the packaged MiniLM (a problem: its scores are not
     comparable), else none."""
-    from lm_eval_fin import textsim
+    from lm_eval_fin.measures import textsim
 
     offline = textsim.offline_bertscore_model()
     default = textsim.DEFAULT_BERTSCORE_MODEL

@@ -26,8 +26,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.harness.settings import SettingsError
+from lm_eval_fin.text.cleantext import one_line
 
 logger = logging.getLogger(__name__)
 

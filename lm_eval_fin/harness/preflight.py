@@ -11,10 +11,10 @@ lm-eval starts, :func:`run_problems` looks at:
 * the model under test, where it is a local one (``hf``, ``vllm``, ... with ``pretrained=``):
   a folder that exists, or a hub id in the local cache or on a reachable hub;
 * ``--output_path``: a folder (not a file) that can be written, with free space for the
-  results and samples files (:func:`lm_eval_fin.atomic.output_problem`), and where the
+  results and samples files (:func:`lm_eval_fin.plumbing.atomic.output_problem`), and where the
   model's folder lm-eval makes can be made (:func:`lm_eval_fin.harness.saving.output_problems`).
 
-Every problem is one :class:`~lm_eval_fin.exit_status.Problem`, one line (``file:line``
+Every problem is one :class:`~lm_eval_fin.plumbing.exit_status.Problem`, one line (``file:line``
 first where there is one); the command prints them all and exits 2, or 3 when the judge
 cache is all that is wrong.
 """
@@ -26,10 +26,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import atomic, hub
-from lm_eval_fin.exit_status import Problem
 from lm_eval_fin.harness import saving, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
+from lm_eval_fin.plumbing import atomic, hub
+from lm_eval_fin.plumbing.exit_status import Problem
 
 # lm-eval models that load weights on this machine from ``pretrained`` (``fin-refine`` wraps
 # one of them, named by its ``base`` argument); API models name a served model instead.

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import atomic, records, runfiles
 from lm_eval_fin.harness.settings import RunSettings
+from lm_eval_fin.outputs import records, runfiles
+from lm_eval_fin.plumbing import atomic
 
 REPLAY_ENV = "LM_EVAL_FIN_REPLAY"
 MODEL_NAME = runfiles.REPLAY_MODEL

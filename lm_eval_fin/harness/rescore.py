@@ -8,7 +8,7 @@ is reachable again).
 
 What it does:
 
-1. Finds the samples files (:func:`lm_eval_fin.runfiles.find_samples_files`: the given
+1. Finds the samples files (:func:`lm_eval_fin.outputs.runfiles.find_samples_files`: the given
    ``samples_<task>_<date>.jsonl`` file, or every such file under the given folder) and keeps
    those of our tasks, grouped by run (their folder and lm-eval's run id); the runs ``score``
    wrote itself are left out where the folder holds others (they hold the same answers).
@@ -40,11 +40,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
 
-from lm_eval_fin import atomic, exit_status, runfiles
-from lm_eval_fin.flags import add_flag
 from lm_eval_fin.harness import replay, run, saving, stage, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
 from lm_eval_fin.harness.settings import NO_JUDGE
+from lm_eval_fin.outputs import runfiles
+from lm_eval_fin.plumbing import atomic, exit_status
+from lm_eval_fin.plumbing.flags import add_flag
 
 PROG = "lm-eval-fin score"
 

@@ -26,9 +26,6 @@ import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
-from lm_eval_fin import exit_status, paths, vllm_memory
-from lm_eval_fin.cleantext import one_line
-from lm_eval_fin.flags import HelpFormatter, is_alias
 from lm_eval_fin.harness import compat, preflight, saving, stage, startchecks, taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark
 from lm_eval_fin.harness.settings import SettingsError
@@ -40,6 +37,9 @@ from lm_eval_fin.judge.options import (
     given_options,
     options_from_env,
 )
+from lm_eval_fin.plumbing import exit_status, paths, vllm_memory
+from lm_eval_fin.plumbing.flags import HelpFormatter, is_alias
+from lm_eval_fin.text.cleantext import one_line
 
 PROG = "lm-eval-fin run"
 

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import paths
-from lm_eval_fin.cleantext import one_line
+from lm_eval_fin.plumbing import paths
+from lm_eval_fin.text.cleantext import one_line
 
 # the folder under the cache home where runs are kept that could not be written where asked
 KEPT_FOLDER = "unsaved-runs"
@@ -281,7 +281,7 @@ def output_problems(output_path: str | os.PathLike | None, model_name: str | Non
     folder (the output path itself, or the model's folder in it), or a folder name longer
     than the file system takes (lm-eval would make the folders above it, then fail, and the
     run would be lost at its end). Free space and write access are
-    :func:`lm_eval_fin.atomic.output_problem`'s to check."""
+    :func:`lm_eval_fin.plumbing.atomic.output_problem`'s to check."""
     from lm_eval.utils import sanitize_model_name
 
     if not output_path:

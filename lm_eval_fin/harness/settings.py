@@ -44,7 +44,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import textsim
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.judge.options import (
     JUDGE_ENV,
@@ -54,6 +53,7 @@ from lm_eval_fin.judge.options import (
     options_from_metadata,
 )
 from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
+from lm_eval_fin.measures import textsim
 
 NO_JUDGE = ("none", "offline", "")
 BERTSCORE_MODEL = "bertscore_model"
@@ -118,7 +118,7 @@ def bertscore_setting(default: str) -> Setting:
     """``bertscore_model`` (hub id, folder or ``offline``), which must be loadable here: known
     when the dataset loads, so an offline machine learns it before generation, not after. Not
     given, the default is used where it can load, else the packaged MiniLM, with a warning
-    (:func:`lm_eval_fin.textsim.usable_bertscore_model`); the model used is in the settings
+    (:func:`lm_eval_fin.measures.textsim.usable_bertscore_model`); the model used is in the settings
     every document carries."""
     return Setting(BERTSCORE_MODEL, default, text, "BERTScore model: hub id, folder, or 'offline'",
                    problem=textsim.bertscore_model_problem, usable_default=textsim.usable_bertscore_model)

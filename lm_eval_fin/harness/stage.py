@@ -11,10 +11,10 @@ name one filter in their YAML::
             filter_fn: !function utils.score_answers
 
 ``score_answers`` (:func:`filter_function`) takes each document's first response (as lm-eval's
-default filter does), reads it as the parsers will (:func:`~lm_eval_fin.cleantext.read_answer`)
+default filter does), reads it as the parsers will (:func:`~lm_eval_fin.text.cleantext.read_answer`)
 and runs the benchmark's batched work over all of them: judge rounds, BERTScore, the code
 sandbox, each once per task. Its outcome for a document is the scored-answer record of
-:mod:`lm_eval_fin.records`, which lm-eval logs as the sample's filtered response and passes to
+:mod:`lm_eval_fin.outputs.records`, which lm-eval logs as the sample's filtered response and passes to
 ``process_results``; ``process_results`` turns it into plain numbers. The filter keeps
 lm-eval's default name, ``none``, so results keys read as they do for any lm-eval task
 (``"rouge_l_f1,none"``).
@@ -43,12 +43,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lm_eval_fin import records
-from lm_eval_fin.cleantext import one_line, read_answer
-from lm_eval_fin.degenerate import degenerate_kind
 from lm_eval_fin.harness.settings import RunSettings
 from lm_eval_fin.judge import JudgeCacheError, JudgeConfigError
 from lm_eval_fin.judge.base import failure_phrase
+from lm_eval_fin.measures.degenerate import degenerate_kind
+from lm_eval_fin.outputs import records
+from lm_eval_fin.text.cleantext import one_line, read_answer
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def filter_function(
     score: BatchScore, keep: Keep | None = None, prompt: Callable[[dict], str] | None = None
 ) -> Callable[[Sequence, Sequence], list[str]]:
     """The ``filter_fn`` of a task's ``custom`` filter: every document's scored-answer record,
-    with why the answer is degenerate (:mod:`lm_eval_fin.degenerate`; None when it is not)
+    with why the answer is degenerate (:mod:`lm_eval_fin.measures.degenerate`; None when it is not)
     where ``prompt`` gives the document's prompt and ``score`` did not say already."""
 
     def score_answers(resps: Sequence, docs: Sequence) -> list[str]:

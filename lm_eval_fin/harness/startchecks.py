@@ -20,9 +20,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lm_eval_fin import hub, paths
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, benchmark_of
+from lm_eval_fin.plumbing import hub, paths
 
 # lm-eval's options that take key=value pairs or one JSON object (its MergeDictAction)
 JSON_OPTIONS = {"--metadata": "--metadata", "--model_args": "--model_args", "-a": "--model_args",

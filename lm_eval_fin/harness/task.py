@@ -22,9 +22,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lm_eval_fin import records
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.settings import RunSettings, SettingsError
+from lm_eval_fin.outputs import records
 
 
 def as_dataset(split: str, documents: Sequence[dict[str, Any]], settings: RunSettings) -> dict:
@@ -51,7 +51,7 @@ def scored_record(results: Sequence[Any]) -> dict[str, Any]:
 
 def degenerate_answer(record: Mapping[str, Any]) -> float:
     """``degenerate_answer`` of a document: 1.0 where its record says why its answer is
-    degenerate (:mod:`lm_eval_fin.degenerate`), else 0.0."""
+    degenerate (:mod:`lm_eval_fin.measures.degenerate`), else 0.0."""
     return float(bool(record.get("degenerate")))
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from lm_eval_fin import paths
+from lm_eval_fin.plumbing import paths
 
 
 class _Loader(yaml.SafeLoader):

@@ -14,7 +14,6 @@ module registers its spec kind when imported (:func:`~lm_eval_fin.judge.spec.reg
 they are imported here, so every kind is known wherever the package is used.
 """
 
-from lm_eval_fin.cleantext import printable
 from lm_eval_fin.judge.base import (
     BatchStats,
     Judge,
@@ -30,6 +29,7 @@ from lm_eval_fin.judge.cache import JudgeCacheError
 from lm_eval_fin.judge.core import ParsedAnswer, complete_parsed, complete_parsed_answers, load_judge
 from lm_eval_fin.judge.options import JudgeOptions
 from lm_eval_fin.judge.spec import JudgeSpecError, parse_spec
+from lm_eval_fin.text.cleantext import printable
 
 # each backend registers its spec kind; this order is the order of the forms in messages
 from lm_eval_fin.judge import vllm_backend, openai_backend, hf_backend  # noqa: E402, F401, I001 isort: skip

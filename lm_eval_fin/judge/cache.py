@@ -41,7 +41,7 @@ Errors. A file that is not a usable cache (not sqlite, corrupt, read-only, a tab
 another shape, a folder that cannot be created) raises :class:`JudgeCacheError`, whose
 message names the file and the fix, never a bare ``sqlite3`` error.
 
-Path: ``$LM_EVAL_FIN_CACHE``, else ``judge.sqlite`` under :func:`lm_eval_fin.paths.cache_home`.
+Path: ``$LM_EVAL_FIN_CACHE``, else ``judge.sqlite`` under :func:`lm_eval_fin.plumbing.paths.cache_home`.
 """
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lm_eval_fin import paths
-from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.base import JudgeRequest
+from lm_eval_fin.plumbing import paths
+from lm_eval_fin.text.cleantext import one_line
 
 CACHE_ENV = "LM_EVAL_FIN_CACHE"
 # Bump when the meaning of a cached entry changes (prompt rendering, key fields).

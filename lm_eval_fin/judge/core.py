@@ -55,11 +55,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, Protocol, TypeVar
 
-from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.base import BatchStats, Judge, JudgeRequest, JudgeResponse, RequestUsage
 from lm_eval_fin.judge.cache import CachedAnswer, Claimant, JudgeCache, JudgeCacheError, cache_key, oversized_reply
 from lm_eval_fin.judge.options import JUDGE_ENV, JudgeOptions, resolve_options
 from lm_eval_fin.judge.spec import JudgeSpec, backend_kind, parse_spec
+from lm_eval_fin.text.cleantext import one_line
 
 logger = logging.getLogger("lm_eval_fin.judge")
 

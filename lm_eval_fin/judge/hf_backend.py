@@ -31,11 +31,11 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.base import JudgeConfigError, JudgeRequest, JudgeResponse
 from lm_eval_fin.judge.options import JudgeOptions
 from lm_eval_fin.judge.preflight import model_problem
 from lm_eval_fin.judge.spec import BackendKind, JudgeSpec, register_backend
+from lm_eval_fin.text.cleantext import one_line
 
 logger = logging.getLogger("lm_eval_fin.judge")
 

@@ -38,7 +38,7 @@ one stops the whole batch with one :class:`~lm_eval_fin.judge.base.JudgeConfigEr
 says what to fix (for a 404, with the models the server lists at ``GET /models``).
 
 Text from the server (error bodies, refusals) reaches errors only through
-:func:`~lm_eval_fin.cleantext.one_line`: no escape sequences or control characters.
+:func:`~lm_eval_fin.text.cleantext.one_line`: no escape sequences or control characters.
 
 Constraints. A JSON schema goes through the standard ``response_format={"type":
 "json_schema", ...}``. Regex and choice constraints have no standard field; they are sent
@@ -59,12 +59,12 @@ import urllib.error
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, TypeVar
 
-from lm_eval_fin.cleantext import one_line
 from lm_eval_fin.judge.base import JudgeConfigError, JudgeRequest, JudgeResponse
 from lm_eval_fin.judge.endpoints import Endpoint, EndpointPool
 from lm_eval_fin.judge.options import JudgeOptions
 from lm_eval_fin.judge.preflight import SCORE_LATER, served_models
 from lm_eval_fin.judge.spec import BackendKind, JudgeSpec, register_backend
+from lm_eval_fin.text.cleantext import one_line
 
 T = TypeVar("T")
 

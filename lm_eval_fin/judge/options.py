@@ -74,7 +74,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from lm_eval_fin.flags import add_flag
+from lm_eval_fin.plumbing.flags import add_flag
 
 JUDGE_ENV = "LM_EVAL_FIN_JUDGE"
 JUDGE_OPTIONS_ENV = "LM_EVAL_FIN_JUDGE_OPTIONS"

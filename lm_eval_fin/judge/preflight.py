@@ -18,10 +18,10 @@ import os
 import urllib.request
 from collections.abc import Iterable
 
-from lm_eval_fin import hub
-from lm_eval_fin.exit_status import JUDGE_CACHE, Problem
 from lm_eval_fin.judge.cache import JudgeCache, JudgeCacheError
 from lm_eval_fin.judge.spec import JudgeSpec, backend_kind
+from lm_eval_fin.plumbing import hub
+from lm_eval_fin.plumbing.exit_status import JUDGE_CACHE, Problem
 
 # the hint a judge problem of `run` ends with (a run can go without its judge and be scored later)
 SCORE_LATER = ", or run without --judge and score the logged samples later with `lm-eval-fin score`"

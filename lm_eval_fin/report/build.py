@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import atomic
+from lm_eval_fin.outputs.runfiles import read_results_dirs
+from lm_eval_fin.plumbing import atomic
 from lm_eval_fin.report import render
 from lm_eval_fin.report.answers import answer_sections, subset_tables
 from lm_eval_fin.report.catalog import Catalog
 from lm_eval_fin.report.judge_agreement import JudgeAgreement
 from lm_eval_fin.report.leaderboard import Leaderboard, Settings, build_leaderboard
-from lm_eval_fin.runfiles import read_results_dirs
 
 logger = logging.getLogger(__name__)
 

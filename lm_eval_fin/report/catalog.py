@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from lm_eval_fin.owners import owner_of
+from lm_eval_fin.outputs.owners import owner_of
 from lm_eval_fin.report.blocks import GENERIC, View
 
 # the per-answer metric the tasks log: 1.0 where the answer is empty, a repetition, an echo of
@@ -51,7 +51,7 @@ class Catalog:
         ]
 
     def entry(self, task: str) -> Entry | None:
-        """The benchmark that owns ``task`` (:func:`lm_eval_fin.owners.owner_of`)."""
+        """The benchmark that owns ``task`` (:func:`lm_eval_fin.outputs.owners.owner_of`)."""
         return owner_of(task, self.entries)
 
     def group(self, task: str) -> str:

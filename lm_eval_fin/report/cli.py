@@ -12,8 +12,8 @@ import sys
 from collections.abc import Iterable
 from typing import Any
 
-from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.agreement.figures import AgreementFileError
+from lm_eval_fin.plumbing import atomic, exit_status
 from lm_eval_fin.report import judge_agreement, stats
 from lm_eval_fin.report.build import DEFAULT_TITLE, write_report_files
 from lm_eval_fin.report.leaderboard import Settings

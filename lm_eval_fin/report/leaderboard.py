@@ -20,12 +20,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from lm_eval_fin.outputs.runfiles import Metric, Run, Sample, Unreadable
 from lm_eval_fin.report import stats
 from lm_eval_fin.report.blocks import Baseline
 from lm_eval_fin.report.catalog import DEGENERATE, Catalog
 from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE, Badge, Cell, Row, fill_facts, group_rows
 from lm_eval_fin.report.standings import Comparison, rank_rows
-from lm_eval_fin.runfiles import Metric, Run, Sample, Unreadable
 
 _AGREE = 1e-6
 # a task's failure rates (answers that could not be read, judge calls that failed or could not be

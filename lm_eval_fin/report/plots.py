@@ -10,9 +10,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from lm_eval_fin.outputs.runfiles import run_settings
 from lm_eval_fin.report.leaderboard import Column, Leaderboard
 from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE, Row
-from lm_eval_fin.runfiles import run_settings
 
 # Okabe-Ito and Tableau hues: distinguishable, and legible in print
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#7f7f7f", "#F0E442", "#8c564b", "#17becf")

@@ -29,14 +29,14 @@ from typing import Any
 import jinja2
 import markupsafe
 
-from lm_eval_fin.csvtext import spreadsheet_safe as _spreadsheet_safe
+from lm_eval_fin.outputs.runfiles import Run, run_settings
 from lm_eval_fin.report import plots, stats
 from lm_eval_fin.report.answers import CHIP_LIMIT, SubsetTable, TaskAnswers, page_of, slug
 from lm_eval_fin.report.blocks import Block
 from lm_eval_fin.report.judge_agreement import JudgeAgreement
 from lm_eval_fin.report.leaderboard import FAILURE_THRESHOLD, Leaderboard
 from lm_eval_fin.report.rows import BASELINE, MODEL, REFERENCE
-from lm_eval_fin.runfiles import Run, run_settings
+from lm_eval_fin.text.csvtext import spreadsheet_safe as _spreadsheet_safe
 
 TEMPLATES = Path(__file__).with_name("templates")
 EXPORT_FILES = {"model-index.yaml": "the model card's results block", "data": "Every Eval Ever records"}

@@ -28,11 +28,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import paths
-from lm_eval_fin.records import JUDGE_USAGE
+from lm_eval_fin.outputs.records import JUDGE_USAGE
+from lm_eval_fin.outputs.runfiles import MODEL_ID_ARGS, Run, TaskRun, run_settings, short_name
+from lm_eval_fin.plumbing import paths
 from lm_eval_fin.report import stats
 from lm_eval_fin.report.catalog import USAGE_LABELS, Catalog
-from lm_eval_fin.runfiles import MODEL_ID_ARGS, Run, TaskRun, run_settings, short_name
 
 SEED_FIELDS = ("random_seed", "numpy_seed", "torch_seed", "fewshot_seed")
 LM_EVAL_SEEDS = [0, 1234, 1234, 1234]  # lm-eval's defaults of those seeds

@@ -19,7 +19,7 @@ Stages, one module each:
 ``lm-eval-fin rerank`` runs it on FinAgentBench's chunk files
 (:mod:`lm_eval_fin.benchmarks.fin_agentbench.rerank`).
 
-Every judge-facing format has a tolerant parser (:mod:`lm_eval_fin.jsontext`) and a
+Every judge-facing format has a tolerant parser (:mod:`lm_eval_fin.text.jsontext`) and a
 fallback, so an unparsable answer is counted and never ends a run; a request the judge failed
 leaves the variants that needed it without a score. Each module's docstring
 says where we follow the paper and where its public code, when the two differ.

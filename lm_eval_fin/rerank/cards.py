@@ -27,10 +27,10 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from lm_eval_fin.jsontext import as_enum, as_flag, as_share, as_strings, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
-from lm_eval_fin.replies import reply_answer
 from lm_eval_fin.rerank import rules
+from lm_eval_fin.text.jsontext import as_enum, as_flag, as_share, as_strings, parse_json_object
+from lm_eval_fin.text.replies import reply_answer
 
 ROLES = ("primary_evidence", "supporting_context", "definition", "caveat", "boilerplate", "heading")
 EVIDENCE_TYPES = ("table_numeric", "narrative_numeric", "qualitative", "policy_text", "guidance", "none")

@@ -41,12 +41,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from lm_eval_fin.cleantext import as_text
-from lm_eval_fin.jsontext import as_enum, as_strings, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
-from lm_eval_fin.replies import reply_answer
 from lm_eval_fin.rerank import rules
 from lm_eval_fin.rerank.intent import TOPICS
+from lm_eval_fin.text.cleantext import as_text
+from lm_eval_fin.text.jsontext import as_enum, as_strings, parse_json_object
+from lm_eval_fin.text.replies import reply_answer
 
 KIND = "core"
 SECTIONS = rules.SECTIONS

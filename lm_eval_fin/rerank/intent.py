@@ -18,9 +18,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from lm_eval_fin.jsontext import as_enum, as_flag, as_strings, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
-from lm_eval_fin.replies import reply_answer
+from lm_eval_fin.text.jsontext import as_enum, as_flag, as_strings, parse_json_object
+from lm_eval_fin.text.replies import reply_answer
 
 TOPICS = (
     "Revenue", "Costs/Expenses", "Profitability", "Liquidity", "Guidance/Outlook", "Risk", "ESG",

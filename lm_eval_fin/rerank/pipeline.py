@@ -43,7 +43,7 @@ from functools import partial
 from typing import Any, TypeVar
 
 from lm_eval_fin.judge import Judge, JudgeRequest, complete_parsed_answers
-from lm_eval_fin.ranking import GAINS, rank_metrics
+from lm_eval_fin.measures.ranking import GAINS, rank_metrics
 from lm_eval_fin.rerank import bm25, cardview, intent, screening, tournament, zeroshot
 from lm_eval_fin.rerank.audit import card_matches, fill_ranking, stage2_audit, stage3_audit, why_placed
 from lm_eval_fin.rerank.cards import chunk_key

@@ -44,12 +44,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from lm_eval_fin.jsontext import as_id, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
-from lm_eval_fin.ranking import parse_ranking
-from lm_eval_fin.replies import reply_answer
+from lm_eval_fin.measures.ranking import parse_ranking
 from lm_eval_fin.rerank.cardview import fills_quota
 from lm_eval_fin.rerank.intent import DEFINITION, TREND
+from lm_eval_fin.text.jsontext import as_id, parse_json_object
+from lm_eval_fin.text.replies import reply_answer
 
 GROUP_SIZE = 25
 MIN_KEEP = 8

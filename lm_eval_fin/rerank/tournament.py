@@ -65,10 +65,10 @@ import random
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Generic, TypeVar
 
-from lm_eval_fin.jsontext import as_id, parse_json_object
 from lm_eval_fin.judge.base import JudgeRequest, chat_request
-from lm_eval_fin.ranking import parse_ranking
-from lm_eval_fin.replies import reply_answer
+from lm_eval_fin.measures.ranking import parse_ranking
+from lm_eval_fin.text.jsontext import as_id, parse_json_object
+from lm_eval_fin.text.replies import reply_answer
 
 SMALL_GROUP = 15
 LARGE_GROUP = 25

@@ -157,7 +157,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
-from lm_eval_fin.cpus import compute_threads
+from lm_eval_fin.plumbing.cpus import compute_threads
 
 from .child.snippet import FAILURE_CATEGORIES
 from .probe import (
@@ -202,7 +202,7 @@ def run_codes(
     codes: Sequence[str | bytes], timeout: float = 5.0, workers: int | None = None, **limits
 ) -> list[ExecResult]:
     """:func:`run_code` for each snippet, ``workers`` at a time (default: the CPUs this process
-    may use that the machine's load leaves free, :func:`lm_eval_fin.cpus.compute_threads`: the
+    may use that the machine's load leaves free, :func:`lm_eval_fin.plumbing.cpus.compute_threads`: the
     timeout is wall-clock time, which children queued behind one another for a busy CPU would
     spend waiting).
 

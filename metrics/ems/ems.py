@@ -4,11 +4,11 @@
 import datasets
 import evaluate
 
-from lm_eval_fin import citations
-from lm_eval_fin.cleantext import WritableInputs
 from lm_eval_fin.ems.pipeline import run_ems
-from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
-from lm_eval_fin.textsim import resolve_bertscore_model
+from lm_eval_fin.measures.textsim import resolve_bertscore_model
+from lm_eval_fin.plumbing.paths import metric_path  # noqa: F401 - the examples load the module by path
+from lm_eval_fin.text import citations
+from lm_eval_fin.text.cleantext import WritableInputs
 
 _CITATION = citations.EMS + citations.RAGCHECKER
 

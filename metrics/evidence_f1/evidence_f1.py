@@ -7,10 +7,10 @@ import warnings
 import datasets
 import evaluate
 
-from lm_eval_fin import citations
 from lm_eval_fin.attribution import evidence_prf, knowledge_recall, parse_answer
-from lm_eval_fin.cleantext import WritableInputs
-from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
+from lm_eval_fin.plumbing.paths import metric_path  # noqa: F401 - the examples load the module by path
+from lm_eval_fin.text import citations
+from lm_eval_fin.text.cleantext import WritableInputs
 
 _CITATION = citations.FINLFQA
 

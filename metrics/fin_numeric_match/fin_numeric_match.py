@@ -4,11 +4,11 @@
 import datasets
 import evaluate
 
-from lm_eval_fin import citations
 from lm_eval_fin.attribution import parse_answer
-from lm_eval_fin.cleantext import WritableInputs
-from lm_eval_fin.numbers import numeric_prf
-from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
+from lm_eval_fin.measures.numbers import numeric_prf
+from lm_eval_fin.plumbing.paths import metric_path  # noqa: F401 - the examples load the module by path
+from lm_eval_fin.text import citations
+from lm_eval_fin.text.cleantext import WritableInputs
 
 _CITATION = citations.FINLFQA
 

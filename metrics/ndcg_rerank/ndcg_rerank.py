@@ -4,10 +4,10 @@
 import datasets
 import evaluate
 
-from lm_eval_fin import citations
-from lm_eval_fin.cleantext import WritableInputs
-from lm_eval_fin.paths import metric_path  # noqa: F401 - the examples load the module by path
-from lm_eval_fin.ranking import GAINS, rank_metrics
+from lm_eval_fin.measures.ranking import GAINS, rank_metrics
+from lm_eval_fin.plumbing.paths import metric_path  # noqa: F401 - the examples load the module by path
+from lm_eval_fin.text import citations
+from lm_eval_fin.text.cleantext import WritableInputs
 
 _CITATION = citations.FINAGENTBENCH
 ID_TYPES = ("string", "int64")

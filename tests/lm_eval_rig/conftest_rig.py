@@ -11,8 +11,8 @@ import os
 
 from lm_eval.tasks import TaskManager
 
-from lm_eval_fin import paths
 from lm_eval_fin.harness.multistep import MultiStepLM
+from lm_eval_fin.plumbing import paths
 
 METADATA = json.loads(os.environ["LM_EVAL_FIN_RIG_METADATA"])
 lm_eval_init = TaskManager.__init__

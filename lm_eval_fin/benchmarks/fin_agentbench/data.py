@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import candidates_of, prompt_text
-from lm_eval_fin.jsonl import check_unique_ids, read_jsonl
+from lm_eval_fin.plumbing.jsonl import check_unique_ids, read_jsonl
 
 EXPECTED = (
     "a FinAgentBench challenge JSONL file (or a folder of them): one JSON object per line with "

@@ -9,7 +9,7 @@ line per query and variant (ranking of every chunk, best first; nDCG, MAP and MR
 the record has grades; rank variance; candidate sizes; the judge's outcome; cost; the audit
 trace) and a ``.summary.json`` beside it (settings, table, stage counts), and prints a table
 per variant in the paper's layout: nDCG@k, MAP@k in both conventions (``MAP@k``, trec_eval's;
-``MAPh@k``, over the hits within k, the FinCARDS tables'; see :mod:`lm_eval_fin.ranking`),
+``MAPh@k``, over the hits within k, the FinCARDS tables'; see :mod:`lm_eval_fin.measures.ranking`),
 MRR@k (x100), stage-1 candidates and
 stage-2 survivors per query, rank variance, how many queries were scored and how many of
 them fell back, LLM calls and tokens per query; then one line per judge stage with its
@@ -35,15 +35,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import atomic, exit_status
 from lm_eval_fin.benchmarks.fin_agentbench.data import ChallengeFormatError, load_records
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import parse_challenge_prompt, prompt_text
-from lm_eval_fin.exit_status import Problem
-from lm_eval_fin.flags import add_flag
 from lm_eval_fin.judge import load_judge
 from lm_eval_fin.judge.options import options_from_args
 from lm_eval_fin.judge.preflight import judge_problems
-from lm_eval_fin.ranking import GAINS
+from lm_eval_fin.measures.ranking import GAINS
+from lm_eval_fin.plumbing import atomic, exit_status
+from lm_eval_fin.plumbing.exit_status import Problem
+from lm_eval_fin.plumbing.flags import add_flag
 from lm_eval_fin.rerank import cardview, doctype, tournament
 from lm_eval_fin.rerank.pipeline import VARIANTS, FinCardsConfig, Query, RunResult, run_fincards
 

@@ -1,9 +1,9 @@
-"""The scale of every FinAgentBench metric (:mod:`lm_eval_fin.scales`):
+"""The scale of every FinAgentBench metric (:mod:`lm_eval_fin.measures.scales`):
 nDCG, MAP and MRR at each cut-off (FinAgentBench's @5, FinCARDS's @10)."""
 
 from __future__ import annotations
 
-from lm_eval_fin.scales import Scale, share, total
+from lm_eval_fin.measures.scales import Scale, share, total
 
 SCALES: dict[str, Scale] = {
     r"ndcg@\d+": share("ndcg"),

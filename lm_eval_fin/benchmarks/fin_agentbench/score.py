@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin.ranking import parse_ranking, rank_metrics
+from lm_eval_fin.measures.ranking import parse_ranking, rank_metrics
 
 # Both depths for both tasks: FinAgentBench's tables and the challenge use @5, FinCARDS @10.
 DEPTHS = (5, 10)
@@ -28,7 +28,7 @@ def gold_ranking(doc: dict[str, Any]) -> list[int]:
 def score_ranking(
     doc: dict[str, Any], ranking: Sequence[int] | None, gain: str, depths: Sequence[int] = DEPTHS
 ) -> dict[str, float]:
-    """nDCG, MAP (trec_eval's ``map``, FinAgentBench's, and FinCARDS' ``map_hits``, see :mod:`lm_eval_fin.ranking`)
+    """nDCG, MAP (trec_eval's ``map``, FinAgentBench's, and FinCARDS' ``map_hits``, see :mod:`lm_eval_fin.measures.ranking`)
     and MRR at each depth of a ranking, and whether it was a parse failure (an
     unreadable answer is an empty ranking: every score 0)."""
     qrel = json.loads(doc["qrel"])

@@ -14,12 +14,10 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import paths
 from lm_eval_fin.benchmarks.fin_agentbench import data, scales
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import fit_chunks
 from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, read_ranking, score_ranking
 from lm_eval_fin.benchmarks.fin_agentbench.view import VIEW
-from lm_eval_fin.degenerate import in_input_order
 from lm_eval_fin.harness import taskfiles
 from lm_eval_fin.harness.benchmark import Benchmark, Demo
 from lm_eval_fin.harness.fitting import PromptFitter, prompt_fitter
@@ -33,7 +31,9 @@ from lm_eval_fin.harness.task import (
     scored_record,
     total,
 )
-from lm_eval_fin.ranking import GAINS
+from lm_eval_fin.measures.degenerate import in_input_order
+from lm_eval_fin.measures.ranking import GAINS
+from lm_eval_fin.plumbing import paths
 
 logger = logging.getLogger(__name__)
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from lm_eval_fin.benchmarks.fin_agentbench.prompt import parse_challenge_prompt
 from lm_eval_fin.benchmarks.fin_agentbench.score import gold_ranking, score_ranking
+from lm_eval_fin.outputs.runfiles import Sample, as_float, run_settings
 from lm_eval_fin.report.blocks import (
     HIT,
     NOTE,
@@ -27,7 +28,6 @@ from lm_eval_fin.report.blocks import (
     text_block,
 )
 from lm_eval_fin.rerank.bm25 import bm25_stage
-from lm_eval_fin.runfiles import Sample, as_float, run_settings
 
 RANDOM_SEED = 0
 

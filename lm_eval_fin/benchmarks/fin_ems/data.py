@@ -26,8 +26,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from lm_eval_fin import atomic
-from lm_eval_fin.jsonl import check_unique_ids, read_jsonl
+from lm_eval_fin.plumbing import atomic
+from lm_eval_fin.plumbing.jsonl import check_unique_ids, read_jsonl
 
 JSONL_NAME = "earnings_call_qa.jsonl"
 DISK_NAME = "hf_dataset"

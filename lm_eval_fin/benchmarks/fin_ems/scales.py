@@ -1,10 +1,10 @@
-"""The scale of every fin_ems metric (:mod:`lm_eval_fin.scales`): the
+"""The scale of every fin_ems metric (:mod:`lm_eval_fin.measures.scales`): the
 columns of the EMS paper's Table 1, F1 first."""
 
 from __future__ import annotations
 
 from lm_eval_fin.ems.pipeline import BERTSCORE, LLM, OFFLINE, RAGCHECKER, ROUGE, SCORERS, metric_prefix
-from lm_eval_fin.scales import SIMILARITY, Scale, precision_recall_f1, share, total
+from lm_eval_fin.measures.scales import SIMILARITY, Scale, precision_recall_f1, share, total
 
 SCALES: dict[str, Scale] = {
     **precision_recall_f1("rouge_l", "text_overlap"),

@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from lm_eval_fin import records, textsim
 from lm_eval_fin.ems import prompts
 from lm_eval_fin.ems.pipeline import (
     DEFAULT_SUMMARY_REMOVAL,
@@ -27,6 +26,8 @@ from lm_eval_fin.ems.pipeline import (
     metric_prefix,
     run_ems,
 )
+from lm_eval_fin.measures import textsim
+from lm_eval_fin.outputs import records
 
 
 def text_scores(answer: str, reference: str) -> dict[str, float]:

@@ -30,7 +30,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import paths, textsim
 from lm_eval_fin.benchmarks.fin_ems import data, prompt, scales, score
 from lm_eval_fin.benchmarks.fin_ems.view import VIEW
 from lm_eval_fin.ems.pipeline import DEFAULT_SUMMARY_REMOVAL
@@ -47,6 +46,8 @@ from lm_eval_fin.harness.task import (
     scored_record,
     total,
 )
+from lm_eval_fin.measures import textsim
+from lm_eval_fin.plumbing import paths
 
 logger = logging.getLogger(__name__)
 

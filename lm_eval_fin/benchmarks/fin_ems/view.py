@@ -10,6 +10,7 @@ from typing import Any
 
 from lm_eval_fin.benchmarks.fin_ems import score
 from lm_eval_fin.ems.pipeline import run_ems
+from lm_eval_fin.outputs.runfiles import Sample, run_settings
 from lm_eval_fin.report.blocks import (
     HIT,
     MISS,
@@ -25,7 +26,6 @@ from lm_eval_fin.report.blocks import (
     table_block,
     text_block,
 )
-from lm_eval_fin.runfiles import Sample, run_settings
 
 OFFLINE_BERTSCORE = "offline"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")

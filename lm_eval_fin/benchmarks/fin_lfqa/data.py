@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from lm_eval_fin import attribution
-from lm_eval_fin.jsonl import check_unique_ids, read_jsonl, read_text
-from lm_eval_fin.jsontext import field
+from lm_eval_fin.plumbing.jsonl import check_unique_ids, read_jsonl, read_text
+from lm_eval_fin.text.jsontext import field
 
 logger = logging.getLogger(__name__)
 

@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lm_eval_fin.jsontext import json_values
 from lm_eval_fin.judge import ParsedAnswer, chat_request, complete_parsed_answers, prompt_hash
-from lm_eval_fin.replies import answer_part, is_scale
+from lm_eval_fin.text.jsontext import json_values
+from lm_eval_fin.text.replies import answer_part, is_scale
 
 JUDGE_CRITERIA = ("accuracy", "numerical_correctness", "evidence_entailment")
 JUDGE_MAX_TOKENS = 128  # the reply is a short JSON object; judge_max_tokens overrides it
@@ -136,7 +136,7 @@ def _verdict_of(grades: dict[str, list[int | None]]) -> JudgeVerdict | None:
 def parse_verdict(text: str | None) -> JudgeVerdict | None:
     """The three scores from a judge's reply, or None when the reply is not a verdict.
 
-    Read from the answer part only (:func:`lm_eval_fin.replies.answer_part`): the last JSON
+    Read from the answer part only (:func:`lm_eval_fin.text.replies.answer_part`): the last JSON
     object naming a criterion decides; without one, "accuracy: 4" style lines. Every
     criterion must be there, an integer 1..5 ("4/5" reads as 4); a value out of range, of
     another scale or given twice differently makes the reply unreadable, and a restated

@@ -1,10 +1,10 @@
-"""The scale of every FinLFQA metric (:mod:`lm_eval_fin.scales`): the
+"""The scale of every FinLFQA metric (:mod:`lm_eval_fin.measures.scales`): the
 paper's metrics (section 4), the judge's first."""
 
 from __future__ import annotations
 
 from lm_eval_fin.benchmarks.fin_lfqa.judge import JUDGE_CRITERIA, JUDGE_SCHEMA
-from lm_eval_fin.scales import POINTS, SIMILARITY, Scale, count, precision_recall_f1, share, total
+from lm_eval_fin.measures.scales import POINTS, SIMILARITY, Scale, count, precision_recall_f1, share, total
 
 # each criterion an integer on the judge's scale; the judge score is their sum
 _CRITERION = JUDGE_SCHEMA["properties"][JUDGE_CRITERIA[0]]

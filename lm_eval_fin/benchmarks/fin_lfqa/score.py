@@ -15,9 +15,10 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lm_eval_fin import attribution, numbers, textsim
+from lm_eval_fin import attribution
 from lm_eval_fin.benchmarks.fin_lfqa.data import reference_clauses
 from lm_eval_fin.benchmarks.fin_lfqa.prompt import render_answer
+from lm_eval_fin.measures import numbers, textsim
 
 logger = logging.getLogger(__name__)
 

@@ -24,7 +24,6 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import paths, records, textsim
 from lm_eval_fin.benchmarks.fin_lfqa import data, judge, prompt, refine, scales, score
 from lm_eval_fin.benchmarks.fin_lfqa.view import VIEW
 from lm_eval_fin.harness import multistep, replay, taskfiles
@@ -43,6 +42,9 @@ from lm_eval_fin.harness.settings import (
 )
 from lm_eval_fin.harness.stage import JudgeUnavailable, predict_only, record_judge_failures, run_with_judge
 from lm_eval_fin.harness.task import degenerate_answer, metric_values, scored_record, total
+from lm_eval_fin.measures import textsim
+from lm_eval_fin.outputs import records
+from lm_eval_fin.plumbing import paths
 
 logger = logging.getLogger(__name__)
 

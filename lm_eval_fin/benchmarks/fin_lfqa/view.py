@@ -8,8 +8,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from lm_eval_fin import attribution, numbers
+from lm_eval_fin import attribution
 from lm_eval_fin.benchmarks.fin_lfqa.score import score_document
+from lm_eval_fin.measures import numbers
+from lm_eval_fin.outputs.runfiles import Sample
 from lm_eval_fin.report.blocks import (
     HIT,
     MISS,
@@ -25,7 +27,6 @@ from lm_eval_fin.report.blocks import (
     table_block,
     text_block,
 )
-from lm_eval_fin.runfiles import Sample
 
 _REPORT_HEADER = re.compile(r"^=== (?P<company>.+?): .*===\s*$")
 _INDEXED_LINE = re.compile(r"^\[(?P<index>-?\d+)\]\s?(?P<text>.*)$")

@@ -9,7 +9,7 @@ filtered response into a string before it logs it:
     {"format": "lm-eval-fin/1", "answer": "<the answer as scored>", ...benchmark details}
 
 ``answer`` is the model's answer as the parsers read it (printable, at most
-:data:`~lm_eval_fin.cleantext.MAX_ANSWER_CHARS` characters). The other keys belong to the
+:data:`~lm_eval_fin.text.cleantext.MAX_ANSWER_CHARS` characters). The other keys belong to the
 benchmark (EMS points and alignments, claim verdicts, sandbox outcomes, the judge's reply and
 scores, refinement steps). One key is shared: ``judge_usage``, the judge work the document
 cost where a judge was asked (``requests``, ``model_calls``, ``prompt_tokens``,

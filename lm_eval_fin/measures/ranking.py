@@ -27,8 +27,8 @@ import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any, SupportsFloat, SupportsIndex, TypeVar
 
-from lm_eval_fin.cleantext import read_answer
-from lm_eval_fin.jsontext import strip_fences
+from lm_eval_fin.text.cleantext import read_answer
+from lm_eval_fin.text.jsontext import strip_fences
 
 GAINS = ("exponential", "linear")
 RELEVANCE_THRESHOLD = 1

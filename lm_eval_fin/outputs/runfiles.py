@@ -6,7 +6,7 @@ lm-eval's EvaluationTracker writes, under ``--output_path``, one folder per mode
 with ``--log_samples``, ``samples_<task>_<date>.jsonl``: one line per document and filter with
 ``doc_id``, ``doc`` (the task's document; ours carry the run's settings under ``settings``),
 ``resps`` (the model's raw outputs), ``filtered_resps`` (for our tasks the scored-answer record
-of :mod:`lm_eval_fin.records`), ``filter``, and the value ``process_results`` returned for
+of :mod:`lm_eval_fin.outputs.records`), ``filter``, and the value ``process_results`` returned for
 every metric (a number, or null where it is undefined). ``<date>`` is lm-eval's run id,
 ``datetime.now().isoformat()`` with ``:`` written as ``-``; a run's files share it.
 
@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import records
-from lm_eval_fin.jsonl import read_jsonl
+from lm_eval_fin.outputs import records
+from lm_eval_fin.plumbing.jsonl import read_jsonl
 
 RESULTS_FILE = re.compile(r"^results_(?P<date>.+)\.json$")
 SAMPLES_FILE = re.compile(

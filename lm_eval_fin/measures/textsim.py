@@ -29,9 +29,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from lm_eval_fin import hub
-from lm_eval_fin.cleantext import read_answer
-from lm_eval_fin.prf import f1
+from lm_eval_fin.measures.prf import f1
+from lm_eval_fin.plumbing import hub
+from lm_eval_fin.text.cleantext import read_answer
 
 logger = logging.getLogger(__name__)
 
@@ -219,7 +219,7 @@ def load_bert_scorer(model: str | None = None, batch_size: int = 16):
         reason = str(exc).splitlines()[0] if str(exc) else ""
         logger.warning(
             "BERTScore model %r could not be loaded (%s: %s); BERTScore is reported as missing. "
-            "Pass a local model folder, e.g. lm_eval_fin.textsim.offline_bertscore_model().",
+            "Pass a local model folder, e.g. lm_eval_fin.measures.textsim.offline_bertscore_model().",
             model, type(exc).__name__, reason,
         )
         return None

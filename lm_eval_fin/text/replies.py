@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from lm_eval_fin.cleantext import as_text
+from lm_eval_fin.text.cleantext import as_text
 
 # A reasoning block closed by its tag; what is before the last closing tag is thinking (some
 # chat templates open the block in the prompt, so the reply holds only the closing tag).

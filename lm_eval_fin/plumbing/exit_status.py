@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lm_eval_fin.cleantext import one_line
+from lm_eval_fin.text.cleantext import one_line
 
 OK = 0
 # finished and wrote its results, but some of the work is missing from them: the judge failed

@@ -57,8 +57,8 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 
-from lm_eval_fin.cleantext import read_answer
-from lm_eval_fin.prf import prf
+from lm_eval_fin.measures.prf import prf
+from lm_eval_fin.text.cleantext import read_answer
 
 RELATIVE_TOLERANCE = 0.01
 SCALE_FACTORS: tuple[float, ...] = (1.0, 100.0, 1000.0, 1e6, 0.01, 0.001, 1e-6)

@@ -99,3 +99,11 @@ def test_every_task_runs_and_aggregates_on_the_pre_release(finished, name):
                                        for line in lines for metric in listed if metric in line)
         if RUNS[name][1] == "fin-refine":
             assert all(metric in line for line in lines for metric in listed), task
+
+
+def test_lm_evals_registry_finds_fin_refine_with_no_hand_import(tmp_path):
+    """fin-refine through its entry point on the pre-release (tests/test_lm_eval_plugins.py
+    holds the lookup and its checks, and 0.4.13's case)."""
+    from tests.test_lm_eval_plugins import registry_lookup
+
+    assert registry_lookup(NEXT_BIN / "python", tmp_path).startswith("0.5.")

@@ -76,7 +76,7 @@ def first_response(responses: Any) -> Any:
     return responses[0] if isinstance(responses, (list, tuple)) and responses else responses
 
 
-def lm_eval_arguments(argv: Sequence[str] | None = None) -> list[str] | None:
+def lm_eval_argv(argv: Sequence[str] | None = None) -> list[str] | None:
     """The arguments of lm-eval's command line when this process is it (``lm_eval``,
     ``lm-eval``, ``python -m lm_eval`` or ``lm-eval-fin run``, which calls lm-eval's CLI with its
     own argv); None for any other process (Python's API, a test), whose options mean something else."""
@@ -90,12 +90,12 @@ def lm_eval_arguments(argv: Sequence[str] | None = None) -> list[str] | None:
 
 def predict_only(argv: Sequence[str] | None = None) -> bool:
     """Whether this process runs lm-eval with ``--predict_only`` (metrics not computed):
-    ``$LM_EVAL_FIN_PREDICT_ONLY``, else lm-eval's command line (:func:`lm_eval_arguments`).
+    ``$LM_EVAL_FIN_PREDICT_ONLY``, else lm-eval's command line (:func:`lm_eval_argv`).
     From Python, call ``simple_evaluate(predict_only=True)`` with the variable set."""
     value = os.environ.get(PREDICT_ONLY_ENV)
     if value is not None:
         return value.strip().lower() not in ("", "0", "false", "no")
-    arguments = lm_eval_arguments(argv)
+    arguments = lm_eval_argv(argv)
     return arguments is not None and any(
         arg in ("--predict_only", "-x") or arg.startswith("--predict_only=") for arg in arguments)
 
@@ -104,7 +104,7 @@ def command_line_model(argv: Sequence[str] | None = None) -> str | None:
     """The model lm-eval's command line names (``--model``/``-M``; lm-eval's default ``hf``
     when left out); None when this process is not lm-eval's command line, or when a
     ``--config`` file may name the model instead."""
-    arguments = lm_eval_arguments(argv)
+    arguments = lm_eval_argv(argv)
     if arguments is None:
         return None
     for i, arg in enumerate(arguments):

@@ -83,10 +83,6 @@ def scale_table(metrics: Iterable[Metric]) -> dict[str, Scale]:
     return {re.escape(metric.name): metric.scale for metric in metrics}
 
 
-def judged_names(metrics: Iterable[Metric]) -> tuple[str, ...]:
-    return tuple(metric.name for metric in metrics if isinstance(metric, JudgedMetric))
-
-
 def agreement_family(
     name: str, metrics: Iterable[Metric], *, main: str, main_judged: str, reference_field: str,
     points: PointRatings | None = None, total: str | None = None,
